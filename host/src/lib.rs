@@ -1,0 +1,11 @@
+//! wasmop: a Kubernetes operator host whose reconcile logic runs in sandboxed WebAssembly
+//! components.
+//!
+//! The host does all Kubernetes I/O; each plugin is a pure decision function from the
+//! observed state to a plan (see `wit/plugin.wit`). Modules: [`runtime`] (the sandbox),
+//! [`observe`] (what a decision sees), [`offline`] (commands without a cluster), [`cli`].
+
+pub mod cli;
+pub mod observe;
+pub mod offline;
+pub mod runtime;

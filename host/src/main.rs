@@ -1,0 +1,5 @@
+//! The `wasmop` binary: everything lives in the library.
+
+fn main() -> std::process::ExitCode {
+    wasmop::cli::main()
+}

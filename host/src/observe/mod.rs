@@ -1,0 +1,12 @@
+//! Building the observed state of a primary object: which related objects it sees
+//! ([`select`]), in what shape ([`trim`]), and label selectors ([`labels`]). The live host
+//! and the offline commands share this code, so a golden case exercises the same selection
+//! the operator uses.
+
+pub mod labels;
+pub mod select;
+pub mod trim;
+
+pub use labels::LabelSelector;
+pub use select::{is_controlled_by, observed_for, related_for};
+pub use trim::trim_for_guest;

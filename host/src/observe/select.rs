@@ -1,0 +1,163 @@
+//! Which related objects a primary object sees, per declared relation.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::labels::LabelSelector;
+use super::trim::trim_for_guest;
+use crate::runtime::{Observed, PluginInfo, Relation, Selection};
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+/// Whether `object`'s controller ownerReference names the object with `owner_uid`.
+pub fn is_controlled_by(object: &Value, owner_uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter().any(|r| {
+                r.get("controller").and_then(Value::as_bool) == Some(true)
+                    && r.get("uid").and_then(Value::as_str) == Some(owner_uid)
+            })
+        })
+}
+
+fn labels_of(object: &Value) -> BTreeMap<String, String> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `object` belongs to `relation` for `primary`: the right kind, the primary's
+/// namespace (for namespaced kinds), the selection rule and the label selector.
+pub fn in_relation(
+    relation: &Relation,
+    selector: &LabelSelector,
+    primary: &Value,
+    object: &Value,
+) -> bool {
+    let kind_ok = relation.kind.matches(
+        str_at(object, "/apiVersion").unwrap_or(""),
+        str_at(object, "/kind").unwrap_or(""),
+    );
+    if !kind_ok {
+        return false;
+    }
+    let ns = str_at(primary, "/metadata/namespace");
+    if relation.kind.namespaced && str_at(object, "/metadata/namespace") != ns {
+        return false;
+    }
+    let selected = match relation.selection {
+        Selection::Owned => {
+            str_at(primary, "/metadata/uid").is_some_and(|uid| is_controlled_by(object, uid))
+        }
+        Selection::Namespace => true,
+    };
+    selected && selector.matches(&labels_of(object))
+}
+
+/// The related objects of `primary` among `objects`, per relation, trimmed for the guest.
+/// A relation's label selector that does not parse is an error naming the relation.
+pub fn related_for<'a>(
+    info: &PluginInfo,
+    primary: &Value,
+    objects: impl Iterator<Item = &'a Value> + Clone,
+) -> Result<BTreeMap<String, Vec<Value>>, String> {
+    let mut related = BTreeMap::new();
+    for relation in &info.relations {
+        let selector = match &relation.label_selector {
+            Some(s) => {
+                LabelSelector::parse(s).map_err(|e| format!("relation `{}`: {e}", relation.name))?
+            }
+            None => LabelSelector::default(),
+        };
+        let chosen: Vec<Value> = objects
+            .clone()
+            .filter(|o| in_relation(relation, &selector, primary, o))
+            .map(|o| trim_for_guest(o.clone()))
+            .collect();
+        related.insert(relation.name.clone(), chosen);
+    }
+    Ok(related)
+}
+
+/// The observed state of `primary` given every object the host knows of.
+pub fn observed_for<'a>(
+    info: &PluginInfo,
+    primary: &Value,
+    objects: impl Iterator<Item = &'a Value> + Clone,
+    now_unix_ms: i64,
+    seed: u64,
+) -> Result<Observed, String> {
+    Ok(Observed {
+        primary: trim_for_guest(primary.clone()),
+        related: related_for(info, primary, objects)?,
+        now_unix_ms,
+        seed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::KindRef;
+    use serde_json::json;
+
+    fn pods(selection: Selection, selector: Option<&str>) -> Relation {
+        Relation {
+            name: "pods".into(),
+            kind: KindRef {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "Pod".into(),
+                plural: "pods".into(),
+                namespaced: true,
+            },
+            selection,
+            label_selector: selector.map(str::to_string),
+        }
+    }
+
+    fn pod(name: &str, ns: &str, owner: Option<&str>, app: &str) -> Value {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": app}}});
+        if let Some(uid) = owner {
+            p["metadata"]["ownerReferences"] = json!([{"uid": uid, "controller": true, "kind": "X", "name": "x", "apiVersion": "v1"}]);
+        }
+        p
+    }
+
+    #[test]
+    fn owned_namespace_and_label_selection() {
+        let primary = json!({"metadata": {"name": "x", "namespace": "a", "uid": "U"}});
+        let all = [
+            pod("mine", "a", Some("U"), "web"),
+            pod("foreign", "a", None, "web"),
+            pod("other-ns", "b", Some("U"), "web"),
+            pod("db", "a", None, "db"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a"}}),
+        ];
+        let names = |r: &Relation| -> Vec<String> {
+            let sel = LabelSelector::parse(r.label_selector.as_deref().unwrap_or("")).unwrap();
+            all.iter()
+                .filter(|o| in_relation(r, &sel, &primary, o))
+                .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(names(&pods(Selection::Owned, None)), ["mine"]);
+        assert_eq!(
+            names(&pods(Selection::Namespace, None)),
+            ["mine", "foreign", "db"]
+        );
+        assert_eq!(names(&pods(Selection::Namespace, Some("app=db"))), ["db"]);
+    }
+}

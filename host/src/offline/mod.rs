@@ -1,0 +1,9 @@
+//! Commands that run plugins without a cluster: `info`, `plan`, `test` (golden cases) and
+//! `wasi-run` (the cargo runner for guest unit tests).
+
+pub mod golden;
+pub mod info;
+pub mod input;
+pub mod load;
+pub mod plan;
+pub mod wasi_run;

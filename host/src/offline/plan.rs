@@ -1,0 +1,156 @@
+//! `wasmop plan`: one decision from YAML files, printed as YAML.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::input::{complete_object, read_objects, read_one, to_yaml};
+use super::load::load_file;
+use crate::observe::observed_for;
+use crate::runtime::{CallError, Entry, Limits, LoadedPlugin, Plan, ReconcileError, Sandbox};
+
+/// The result of one decision, in the form printed and compared by golden cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// The plugin returned a plan.
+    Plan(Plan),
+    /// The plugin answered with an error.
+    Error(ReconcileError),
+    /// The sandbox stopped the call (timeout, out of memory, trap, invalid output).
+    Fault(String),
+}
+
+impl From<Result<Result<Plan, ReconcileError>, CallError>> for Outcome {
+    fn from(r: Result<Result<Plan, ReconcileError>, CallError>) -> Self {
+        match r {
+            Ok(Ok(plan)) => Outcome::Plan(plan),
+            Ok(Err(e)) => Outcome::Error(e),
+            Err(e) => Outcome::Fault(e.to_string()),
+        }
+    }
+}
+
+/// Parses an RFC 3339 time into milliseconds since the Unix epoch.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    text.parse::<jiff::Timestamp>()
+        .map(|t| t.as_millisecond())
+        .map_err(|e| format!("`{text}` is not an RFC 3339 time (like 2026-01-01T00:00:00Z): {e}"))
+}
+
+/// The current time in milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// Runs one decision of `plugin` for `primary` among `objects`.
+pub fn decide(
+    sandbox: &Sandbox,
+    plugin: &LoadedPlugin,
+    primary: &Value,
+    objects: &[Value],
+    now_unix_ms: i64,
+    seed: u64,
+) -> anyhow::Result<Outcome> {
+    let primary_kind = &plugin.info.primary;
+    let (api_version, kind) = (
+        primary
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        primary.get("kind").and_then(Value::as_str).unwrap_or(""),
+    );
+    if !primary_kind.matches(api_version, kind) {
+        anyhow::bail!(
+            "the object is a {api_version} {kind}, but plugin `{}` reconciles {} {}",
+            plugin.info.name,
+            primary_kind.api_version(),
+            primary_kind.kind
+        );
+    }
+    let observed = observed_for(&plugin.info, primary, objects.iter(), now_unix_ms, seed)
+        .map_err(anyhow::Error::msg)?;
+    let name = primary
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ns = primary
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let entry = if primary.pointer("/metadata/deletionTimestamp").is_some()
+        && plugin.info.finalizer.is_some()
+    {
+        Entry::Cleanup
+    } else {
+        Entry::Reconcile
+    };
+    Ok(sandbox
+        .decide_blocking(plugin, entry, &observed, &format!("{ns}/{name}"))
+        .into())
+}
+
+/// Arguments of `wasmop plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The plugin component (`.wasm`).
+    pub plugin: PathBuf,
+    /// YAML file with the primary object to reconcile.
+    #[arg(long)]
+    pub object: PathBuf,
+    /// YAML files with the other objects of the namespace (several documents per file);
+    /// the plugin sees those its relations select, as it would in a cluster.
+    #[arg(long = "related")]
+    pub related: Vec<PathBuf>,
+    /// Random seed handed to the plugin.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The time handed to the plugin (RFC 3339); default: now.
+    #[arg(long, value_parser = parse_time)]
+    pub now: Option<i64>,
+}
+
+/// Runs `wasmop plan`, printing the outcome as YAML. Returns whether a plan came out.
+pub fn run(args: &PlanArgs) -> anyhow::Result<bool> {
+    let sandbox = Sandbox::new(1)?;
+    let plugin = load_file(&sandbox, &args.plugin, Limits::default())?;
+    let mut primary = read_one(&args.object)?;
+    complete_object(&mut primary, plugin.info.primary.namespaced);
+    let mut objects = Vec::new();
+    for path in &args.related {
+        objects.extend(read_objects(path)?);
+    }
+    let outcome = decide(
+        &sandbox,
+        &plugin,
+        &primary,
+        &objects,
+        args.now.unwrap_or_else(now_ms),
+        args.seed,
+    )?;
+    print!("{}", to_yaml(&outcome)?);
+    Ok(matches!(outcome, Outcome::Plan(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_or_explain() {
+        assert_eq!(parse_time("1970-01-01T00:00:01Z"), Ok(1000));
+        assert!(parse_time("tomorrow").unwrap_err().contains("RFC 3339"));
+    }
+
+    #[test]
+    fn outcome_yaml_shape() {
+        let y = to_yaml(&Outcome::Error(ReconcileError::InvalidSpec("x".into()))).unwrap();
+        assert_eq!(y, "error:\n  invalidSpec: x\n");
+        let plan = Plan::new().apply(&serde_json::json!({"kind": "Pod"}));
+        let y = to_yaml(&Outcome::Plan(plan.clone())).unwrap();
+        assert_eq!(y, "plan:\n  actions:\n  - apply:\n      kind: Pod\n");
+        let back: Outcome = crate::offline::input::from_yaml(&y).unwrap();
+        assert_eq!(back, Outcome::Plan(plan));
+    }
+}

@@ -1,0 +1,175 @@
+//! The only file that holds `bindgen!` for the plugin world, and the conversions between
+//! the generated types and the plain types of [`super::types`].
+
+use serde_json::Value;
+
+use super::types as plain;
+
+wasmtime::component::bindgen!({
+    world: "plugin",
+    path: "../wit",
+});
+
+pub use self::Plugin as PluginBindings;
+pub use self::PluginPre as PluginBindingsPre;
+pub use wasmop::plugin::host::{Host as HostImports, Level, add_to_linker as add_host_to_linker};
+use wasmop::plugin::types as wit;
+
+impl From<wit::KindRef> for plain::KindRef {
+    fn from(k: wit::KindRef) -> Self {
+        plain::KindRef {
+            group: k.group,
+            version: k.version,
+            kind: k.kind,
+            plural: k.plural,
+            namespaced: k.namespaced,
+        }
+    }
+}
+
+fn verb(v: wit::Verb) -> plain::Verb {
+    match v {
+        wit::Verb::Get => plain::Verb::Get,
+        wit::Verb::List => plain::Verb::List,
+        wit::Verb::Watch => plain::Verb::Watch,
+        wit::Verb::Create => plain::Verb::Create,
+        wit::Verb::Update => plain::Verb::Update,
+        wit::Verb::Patch => plain::Verb::Patch,
+        wit::Verb::Delete => plain::Verb::Delete,
+    }
+}
+
+/// Converts the declared info; the CRD string must be JSON.
+pub fn info_from_wit(i: wit::PluginInfo) -> Result<plain::PluginInfo, String> {
+    let crd = match i.crd {
+        Some(s) => {
+            Some(serde_json::from_str::<Value>(&s).map_err(|e| format!("crd is not JSON: {e}"))?)
+        }
+        None => None,
+    };
+    Ok(plain::PluginInfo {
+        name: i.name,
+        version: i.version,
+        primary: i.primary.into(),
+        crd,
+        relations: i
+            .relations
+            .into_iter()
+            .map(|r| plain::Relation {
+                name: r.name,
+                kind: r.kind.into(),
+                selection: match r.selection {
+                    wit::Selection::Owned => plain::Selection::Owned,
+                    wit::Selection::Namespace => plain::Selection::Namespace,
+                },
+                label_selector: r.label_selector,
+            })
+            .collect(),
+        permissions: i
+            .permissions
+            .into_iter()
+            .map(|p| plain::Permission {
+                kind: p.kind.into(),
+                verbs: p.verbs.into_iter().map(verb).collect(),
+            })
+            .collect(),
+        finalizer: i.finalizer,
+    })
+}
+
+/// Serialises the observed state into the WIT record.
+pub fn observed_to_wit(o: &plain::Observed) -> wit::Observed {
+    wit::Observed {
+        primary: o.primary.to_string(),
+        related: o
+            .related
+            .iter()
+            .map(|(name, objs)| wit::RelatedObjects {
+                relation: name.clone(),
+                objects: objs.iter().map(Value::to_string).collect(),
+            })
+            .collect(),
+        now_unix_ms: o.now_unix_ms,
+        seed: o.seed,
+    }
+}
+
+/// Size of a plan as it crossed the boundary: the bytes of all its strings.
+pub fn plan_bytes(p: &wit::Plan) -> usize {
+    let actions: usize = p
+        .actions
+        .iter()
+        .map(|a| match a {
+            wit::Action::Apply(s) => s.len(),
+            wit::Action::Delete(r) => {
+                r.api_version.len()
+                    + r.kind.len()
+                    + r.name.len()
+                    + r.namespace.as_ref().map_or(0, String::len)
+                    + r.uid.as_ref().map_or(0, String::len)
+            }
+        })
+        .sum();
+    let events: usize = p
+        .events
+        .iter()
+        .map(|e| e.reason.len() + e.message.len())
+        .sum();
+    actions + events + p.status.as_ref().map_or(0, String::len)
+}
+
+/// Converts a plan, parsing its JSON parts. Limits are checked by the caller first.
+pub fn plan_from_wit(p: wit::Plan) -> Result<plain::Plan, String> {
+    let mut actions = Vec::with_capacity(p.actions.len());
+    for (i, a) in p.actions.into_iter().enumerate() {
+        actions.push(match a {
+            wit::Action::Apply(s) => {
+                let v: Value = serde_json::from_str(&s)
+                    .map_err(|e| format!("action {i}: apply object is not JSON: {e}"))?;
+                if !v.is_object() {
+                    return Err(format!("action {i}: apply object is not a JSON object"));
+                }
+                plain::Action::Apply(v)
+            }
+            wit::Action::Delete(r) => plain::Action::Delete(plain::ObjectRef {
+                api_version: r.api_version,
+                kind: r.kind,
+                namespace: r.namespace,
+                name: r.name,
+                uid: r.uid,
+            }),
+        });
+    }
+    let status = match p.status {
+        Some(s) => Some(
+            serde_json::from_str::<Value>(&s).map_err(|e| format!("status is not JSON: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok(plain::Plan {
+        actions,
+        status,
+        events: p
+            .events
+            .into_iter()
+            .map(|e| plain::Event {
+                event_type: match e.event_type {
+                    wit::EventType::Normal => plain::EventType::Normal,
+                    wit::EventType::Warning => plain::EventType::Warning,
+                },
+                reason: e.reason,
+                message: e.message,
+            })
+            .collect(),
+        requeue_after_ms: p.requeue_after_ms,
+    })
+}
+
+/// Converts the plugin's own error answer.
+pub fn error_from_wit(e: wit::ReconcileError) -> plain::ReconcileError {
+    match e {
+        wit::ReconcileError::InvalidSpec(s) => plain::ReconcileError::InvalidSpec(s),
+        wit::ReconcileError::Transient(s) => plain::ReconcileError::Transient(s),
+        wit::ReconcileError::Other(s) => plain::ReconcileError::Other(s),
+    }
+}

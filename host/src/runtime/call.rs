@@ -1,0 +1,111 @@
+//! One call into a plugin: a fresh store with deadline and memory cap, instantiation from
+//! the pre-instantiated component, the exported function, and classification of failures.
+
+use wasmtime::{Store, Trap};
+
+use super::bindings::{self, PluginBindings, PluginBindingsPre};
+use super::engine::SandboxEngine;
+use super::error::CallError;
+use super::limits::Limits;
+use super::store::{CallContext, StoreData};
+use super::types::{Observed, Plan, PluginInfo, ReconcileError};
+
+/// Runs `f` against a freshly instantiated plugin in a fresh store.
+///
+/// Guarantees: the call ends within `limits.deadline` (plus one epoch tick), the instance
+/// never holds more than `limits.memory_bytes` of linear memory, and every failure comes
+/// back as a [`CallError`], never as a panic. Blocking: call it off the async executor.
+pub(crate) fn with_instance<R>(
+    engine: &SandboxEngine,
+    pre: &PluginBindingsPre<StoreData>,
+    limits: &Limits,
+    ctx: CallContext,
+    f: impl FnOnce(&mut Store<StoreData>, &PluginBindings) -> wasmtime::Result<R>,
+) -> Result<R, CallError> {
+    let mut store = Store::new(engine.engine(), StoreData::new(limits, ctx));
+    store.limiter(|d| &mut d.limiter);
+    store.set_epoch_deadline(SandboxEngine::ticks_for(limits.deadline));
+    store.epoch_deadline_trap();
+    let result = pre
+        .instantiate(&mut store)
+        .and_then(|bindings| f(&mut store, &bindings));
+    store.data().flush_output();
+    result.map_err(|e| classify(&e, store.data(), limits))
+}
+
+fn classify(err: &wasmtime::Error, data: &StoreData, limits: &Limits) -> CallError {
+    if let Some(trap) = err.downcast_ref::<Trap>() {
+        if *trap == Trap::Interrupt {
+            return CallError::Timeout(limits.deadline);
+        }
+    }
+    if data.limiter.refused {
+        return CallError::OutOfMemory(limits.memory_bytes);
+    }
+    let text = format!("{err:#}");
+    if text.contains("maximum concurrent") || text.contains("pooling allocator") {
+        return CallError::Unavailable(text);
+    }
+    match data.panic_message() {
+        Some(panic) => CallError::Trap(panic),
+        None => CallError::Trap(text),
+    }
+}
+
+/// Calls `info()` and converts the answer.
+pub(crate) fn call_info(
+    engine: &SandboxEngine,
+    pre: &PluginBindingsPre<StoreData>,
+    limits: &Limits,
+) -> Result<Result<PluginInfo, String>, CallError> {
+    let ctx = CallContext::default();
+    let raw = with_instance(engine, pre, limits, ctx, |store, b| b.call_info(store))?;
+    Ok(bindings::info_from_wit(raw))
+}
+
+/// Which exported decision function to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `reconcile`
+    Reconcile,
+    /// `cleanup`
+    Cleanup,
+}
+
+/// Calls `reconcile` or `cleanup`, checks the plan against the output limits and
+/// converts it.
+pub(crate) fn call_decide(
+    engine: &SandboxEngine,
+    pre: &PluginBindingsPre<StoreData>,
+    limits: &Limits,
+    ctx: CallContext,
+    entry: Entry,
+    observed: &Observed,
+) -> Result<Result<Plan, ReconcileError>, CallError> {
+    let input = bindings::observed_to_wit(observed);
+    let raw = with_instance(engine, pre, limits, ctx, |store, b| match entry {
+        Entry::Reconcile => b.call_reconcile(store, &input),
+        Entry::Cleanup => b.call_cleanup(store, &input),
+    })?;
+    let plan = match raw {
+        Ok(plan) => plan,
+        Err(e) => return Ok(Err(bindings::error_from_wit(e))),
+    };
+    if plan.actions.len() > limits.max_actions {
+        return Err(CallError::InvalidOutput(format!(
+            "plan has {} actions, the limit is {}",
+            plan.actions.len(),
+            limits.max_actions
+        )));
+    }
+    let size = bindings::plan_bytes(&plan);
+    if size > limits.max_plan_bytes {
+        return Err(CallError::InvalidOutput(format!(
+            "plan is {size} bytes, the limit is {}",
+            limits.max_plan_bytes
+        )));
+    }
+    bindings::plan_from_wit(plan)
+        .map(Ok)
+        .map_err(CallError::InvalidOutput)
+}

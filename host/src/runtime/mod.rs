@@ -1,0 +1,27 @@
+//! The sandboxed plugin runtime: one engine, plugins compiled and validated once, and
+//! every call in a fresh store with a deadline and a memory cap.
+//!
+//! Split by concern: [`engine`] (engine and epoch ticker), [`limits`] (per-call limits),
+//! [`store`] (what a store holds), [`plugin`] (a loaded version), [`call`] (one call and
+//! failure classification), [`validate`] (checks of `info()`), [`types`] (plain types of
+//! the contract) and `bindings` (the generated code, private).
+
+mod bindings;
+pub mod call;
+pub mod engine;
+pub mod error;
+pub mod limits;
+pub mod plugin;
+mod sandbox;
+pub mod store;
+pub use wasmop_contract as types;
+pub mod validate;
+
+pub use call::Entry;
+pub use engine::{EngineConfig, SandboxEngine};
+pub use error::{CallError, LoadError};
+pub use limits::Limits;
+pub use plugin::{LoadedPlugin, digest_of};
+pub use sandbox::Sandbox;
+pub use store::CallContext;
+pub use types::*;

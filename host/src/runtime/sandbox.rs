@@ -1,0 +1,162 @@
+//! The runtime's front door: load plugin versions (with a compile cache) and run calls off
+//! the async executor with bounded concurrency.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Semaphore;
+use wasmtime::component::{Component, Linker};
+
+use super::bindings::{PluginBindingsPre, add_host_to_linker};
+use super::call::{self, Entry};
+use super::engine::{EngineConfig, SandboxEngine};
+use super::error::{CallError, LoadError};
+use super::limits::Limits;
+use super::plugin::{LoadedPlugin, check_header, digest_of};
+use super::store::{CallContext, StoreData};
+use super::types::{Observed, Plan, ReconcileError};
+use super::validate::validate_info;
+
+/// Loads plugins and runs their calls. Clone it freely: clones share the engine, the
+/// linker, the compile cache and the concurrency bound.
+#[derive(Clone)]
+pub struct Sandbox {
+    engine: SandboxEngine,
+    linker: Arc<Linker<StoreData>>,
+    /// Compiled components keyed by (wasm digest, engine fingerprint). The fingerprint
+    /// covers the wasmtime version and the engine configuration. Only code this process
+    /// compiled itself is ever stored here.
+    cache: Arc<Mutex<HashMap<(String, u64), Component>>>,
+    permits: Arc<Semaphore>,
+}
+
+impl Sandbox {
+    /// A sandbox that runs at most `max_concurrent_calls` calls at once.
+    pub fn new(max_concurrent_calls: usize) -> anyhow::Result<Self> {
+        let max_instances = (max_concurrent_calls as u32 * 2 + 8).max(16);
+        let engine = SandboxEngine::new(EngineConfig { max_instances })
+            .map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))?;
+        let mut linker = Linker::new(engine.engine());
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| anyhow::anyhow!("linking WASI: {e:#}"))?;
+        add_host_to_linker::<StoreData, wasmtime::component::HasSelf<StoreData>>(
+            &mut linker,
+            |d| d,
+        )
+        .map_err(|e| anyhow::anyhow!("linking the host interface: {e:#}"))?;
+        Ok(Sandbox {
+            engine,
+            linker: Arc::new(linker),
+            cache: Arc::default(),
+            permits: Arc::new(Semaphore::new(max_concurrent_calls.max(1))),
+        })
+    }
+
+    /// The engine (for tools that run other components, like the test runner).
+    pub fn engine(&self) -> &SandboxEngine {
+        &self.engine
+    }
+
+    /// The linker with WASI and the host interface.
+    pub fn linker(&self) -> &Linker<StoreData> {
+        &self.linker
+    }
+
+    fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, LoadError> {
+        let key = (digest.to_string(), self.engine.fingerprint());
+        if let Some(c) = self.cache.lock().expect("cache lock").get(&key) {
+            return Ok(c.clone());
+        }
+        let component = Component::new(self.engine.engine(), bytes)
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        self.cache
+            .lock()
+            .expect("cache lock")
+            .insert(key, component.clone());
+        Ok(component)
+    }
+
+    /// Compiles, type-checks, pre-instantiates and validates a plugin version. Blocking
+    /// (compilation takes CPU time): call it off the async executor.
+    pub fn load(&self, bytes: &[u8], limits: Limits) -> Result<LoadedPlugin, LoadError> {
+        check_header(bytes)?;
+        let digest = digest_of(bytes);
+        let component = self.compile(bytes, &digest)?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::World(format!("{e:#}")))?;
+        let pre =
+            PluginBindingsPre::new(instance_pre).map_err(|e| LoadError::World(format!("{e:#}")))?;
+        let info = call::call_info(&self.engine, &pre, &limits)?.map_err(LoadError::InvalidInfo)?;
+        validate_info(&info).map_err(LoadError::InvalidInfo)?;
+        Ok(LoadedPlugin {
+            info,
+            digest,
+            size: bytes.len(),
+            limits,
+            pre,
+        })
+    }
+
+    /// [`Sandbox::load`] on the blocking pool.
+    pub async fn load_async(
+        &self,
+        bytes: Vec<u8>,
+        limits: Limits,
+    ) -> Result<LoadedPlugin, LoadError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.load(&bytes, limits))
+            .await
+            .unwrap_or_else(|e| Err(LoadError::Compile(format!("loader task failed: {e}"))))
+    }
+
+    /// Runs one decision synchronously (for offline tools and tests).
+    pub fn decide_blocking(
+        &self,
+        plugin: &LoadedPlugin,
+        entry: Entry,
+        observed: &Observed,
+        object: &str,
+    ) -> Result<Result<Plan, ReconcileError>, CallError> {
+        let ctx = CallContext {
+            plugin: plugin.info.name.clone(),
+            version: plugin.info.version.clone(),
+            object: object.to_string(),
+            now_unix_ms: observed.now_unix_ms,
+            seed: observed.seed,
+        };
+        call::call_decide(
+            &self.engine,
+            &plugin.pre,
+            &plugin.limits,
+            ctx,
+            entry,
+            observed,
+        )
+    }
+
+    /// Runs one decision on the blocking pool, waiting for a free slot first. At most
+    /// `max_concurrent_calls` decisions run at once; the async executor never runs wasm.
+    pub async fn decide(
+        &self,
+        plugin: Arc<LoadedPlugin>,
+        entry: Entry,
+        observed: Observed,
+        object: String,
+    ) -> Result<Result<Plan, ReconcileError>, CallError> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| CallError::Unavailable("sandbox closed".into()))?;
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            this.decide_blocking(&plugin, entry, &observed, &object)
+        })
+        .await
+        .unwrap_or_else(|e| Err(CallError::Unavailable(format!("call task failed: {e}"))))
+    }
+}
