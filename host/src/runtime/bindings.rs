@@ -12,8 +12,10 @@ wasmtime::component::bindgen!({
 
 pub use self::Plugin as PluginBindings;
 pub use self::PluginPre as PluginBindingsPre;
-pub use wasmop::plugin::host::{Host as HostImports, Level, add_to_linker as add_host_to_linker};
-use wasmop::plugin::types as wit;
+pub use self::wasmop::plugin::host::{
+    Host as HostImports, Level, add_to_linker as add_host_to_linker,
+};
+use self::wasmop::plugin::types as wit;
 
 impl From<wit::KindRef> for plain::KindRef {
     fn from(k: wit::KindRef) -> Self {

@@ -94,10 +94,12 @@ impl SandboxEngine {
         &self.inner.engine
     }
 
-    /// Number of epoch ticks that covers `deadline` (at least one).
+    /// Number of epoch ticks that covers `deadline`. The first tick may come at any
+    /// moment after the call starts, so one tick is added: a call is never stopped before
+    /// its deadline, and at most one tick after it.
     pub fn ticks_for(deadline: Duration) -> u64 {
         let tick = EPOCH_TICK.as_nanos();
-        (deadline.as_nanos().div_ceil(tick)).max(1) as u64
+        deadline.as_nanos().div_ceil(tick) as u64 + 1
     }
 
     /// A fingerprint of the wasmtime version and engine configuration, for cache keys.
@@ -118,9 +120,9 @@ mod tests {
 
     #[test]
     fn deadline_rounds_up_to_whole_ticks() {
-        assert_eq!(SandboxEngine::ticks_for(Duration::from_millis(1)), 1);
-        assert_eq!(SandboxEngine::ticks_for(Duration::from_millis(5)), 1);
-        assert_eq!(SandboxEngine::ticks_for(Duration::from_millis(6)), 2);
-        assert_eq!(SandboxEngine::ticks_for(Duration::from_secs(1)), 200);
+        assert_eq!(SandboxEngine::ticks_for(Duration::from_millis(1)), 2);
+        assert_eq!(SandboxEngine::ticks_for(Duration::from_millis(5)), 2);
+        assert_eq!(SandboxEngine::ticks_for(Duration::from_millis(6)), 3);
+        assert_eq!(SandboxEngine::ticks_for(Duration::from_secs(1)), 201);
     }
 }

@@ -1,0 +1,239 @@
+//! Hostile plugins are stopped with the right error, within their limits, without
+//! affecting the host or other plugins.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use wasmop::runtime::{CallError, Entry, Limits, LoadError, LoadedPlugin, Observed, Sandbox};
+
+fn hostile(sandbox: &Sandbox, limits: Limits) -> LoadedPlugin {
+    sandbox
+        .load(&common::plugin_bytes("wasmop_hostile.wasm"), limits)
+        .expect("the hostile plugin loads")
+}
+
+fn observed(mode: &str) -> Observed {
+    Observed::new(
+        json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Hostile",
+        "metadata": {"name": mode, "namespace": "default", "uid": "u"},
+        "spec": {"mode": mode}}),
+    )
+}
+
+fn call(sandbox: &Sandbox, plugin: &LoadedPlugin, mode: &str) -> Result<(), CallError> {
+    sandbox
+        .decide_blocking(plugin, Entry::Reconcile, &observed(mode), mode)
+        .map(|r| {
+            r.expect("no reconcile error");
+        })
+}
+
+fn short_limits() -> Limits {
+    Limits {
+        deadline: Duration::from_millis(200),
+        memory_bytes: 32 << 20,
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn endless_loop_times_out_at_its_deadline() {
+    let sandbox = Sandbox::new(2).unwrap();
+    let plugin = hostile(&sandbox, short_limits());
+    let start = Instant::now();
+    let err = call(&sandbox, &plugin, "spin").unwrap_err();
+    let took = start.elapsed();
+    assert_eq!(err, CallError::Timeout(Duration::from_millis(200)));
+    assert!(
+        took >= Duration::from_millis(200),
+        "stopped early: {took:?}"
+    );
+    println!("spin stopped after {took:?} (deadline 200ms)");
+}
+
+#[test]
+fn memory_bomb_hits_the_cap() {
+    let sandbox = Sandbox::new(2).unwrap();
+    let plugin = hostile(&sandbox, short_limits());
+    assert_eq!(
+        call(&sandbox, &plugin, "bomb").unwrap_err(),
+        CallError::OutOfMemory(32 << 20)
+    );
+}
+
+#[test]
+fn panic_is_a_trap_with_the_guest_message() {
+    let sandbox = Sandbox::new(2).unwrap();
+    let plugin = hostile(&sandbox, Limits::default());
+    match call(&sandbox, &plugin, "panic").unwrap_err() {
+        CallError::Trap(m) => assert!(m.contains("hostile plugin panicked on purpose"), "{m}"),
+        other => panic!("expected a trap, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_json_is_invalid_output() {
+    let sandbox = Sandbox::new(2).unwrap();
+    let plugin = hostile(&sandbox, Limits::default());
+    match call(&sandbox, &plugin, "badjson").unwrap_err() {
+        CallError::InvalidOutput(m) => assert!(m.contains("not JSON"), "{m}"),
+        other => panic!("expected invalid output, got {other:?}"),
+    }
+}
+
+fn vm_hwm_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_million_actions_are_refused_and_host_memory_stays_bounded() {
+    let sandbox = Sandbox::new(2).unwrap();
+    // With room to build the plan, the host refuses it by its action count.
+    let roomy = Limits {
+        memory_bytes: 512 << 20,
+        deadline: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let plugin = hostile(&sandbox, roomy);
+    match call(&sandbox, &plugin, "huge").unwrap_err() {
+        CallError::InvalidOutput(m) => assert!(m.contains("1000000 actions"), "{m}"),
+        other => panic!("expected invalid output, got {other:?}"),
+    }
+    // Under the default 64 MiB cap the guest cannot even build it.
+    let plugin = hostile(&sandbox, Limits::default());
+    let err = call(&sandbox, &plugin, "huge").unwrap_err();
+    assert!(
+        matches!(err, CallError::OutOfMemory(_) | CallError::InvalidOutput(_)),
+        "{err:?}"
+    );
+    let peak_mib = vm_hwm_kib() / 1024;
+    println!("peak RSS of the test process after the huge plans: {peak_mib} MiB");
+    assert!(peak_mib < 2048, "host memory peaked at {peak_mib} MiB");
+}
+
+#[test]
+fn guest_errors_are_answers_not_faults() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let plugin = hostile(&sandbox, Limits::default());
+    let r = sandbox
+        .decide_blocking(&plugin, Entry::Reconcile, &observed("invalid"), "x")
+        .unwrap();
+    assert!(matches!(
+        r,
+        Err(wasmop::runtime::ReconcileError::InvalidSpec(_))
+    ));
+}
+
+#[test]
+fn healthy_calls_keep_answering_while_hostile_ones_run() {
+    let sandbox = Sandbox::new(4).unwrap();
+    let bad = Arc::new(hostile(
+        &sandbox,
+        Limits {
+            deadline: Duration::from_millis(1500),
+            ..short_limits()
+        },
+    ));
+    let good = hostile(&sandbox, Limits::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let faults = Arc::new(AtomicUsize::new(0));
+    let hostile_threads: Vec<_> = ["spin", "bomb", "spin"]
+        .into_iter()
+        .map(|mode| {
+            let (sandbox, bad, faults) = (sandbox.clone(), bad.clone(), faults.clone());
+            std::thread::spawn(move || {
+                if call(&sandbox, &bad, mode).is_err() {
+                    faults.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    let mut healthy = 0;
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            for t in hostile_threads {
+                t.join().unwrap();
+            }
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    while !done.load(Ordering::SeqCst) {
+        let r = sandbox
+            .decide_blocking(&good, Entry::Reconcile, &observed("ok"), "ok")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.status, Some(json!({"mode": "ok"})));
+        healthy += 1;
+    }
+    watcher.join().unwrap();
+    assert_eq!(faults.load(Ordering::SeqCst), 3);
+    assert!(
+        healthy >= 1,
+        "no healthy call completed while the hostile calls ran"
+    );
+    println!("{healthy} healthy calls completed while 3 hostile calls ran");
+}
+
+#[test]
+fn many_faults_leak_no_instance_slots() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let plugin = hostile(&sandbox, short_limits());
+    for _ in 0..100 {
+        assert!(matches!(
+            call(&sandbox, &plugin, "panic"),
+            Err(CallError::Trap(_))
+        ));
+    }
+    call(&sandbox, &plugin, "ok").unwrap();
+}
+
+#[test]
+fn components_that_do_not_fit_the_world_are_refused_with_names() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let evil = wat::parse_str(
+        r#"(component (import "evil:net/socket@1.0.0" (instance (export "connect" (func)))))"#,
+    )
+    .unwrap();
+    let err = sandbox.load(&evil, Limits::default()).unwrap_err();
+    assert!(matches!(err, LoadError::World(_)), "{err}");
+    assert!(err.to_string().contains("evil:net/socket"), "{err}");
+
+    let other_world = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (export "run" (func $f)))"#,
+    )
+    .unwrap();
+    let err = sandbox.load(&other_world, Limits::default()).unwrap_err();
+    assert!(matches!(err, LoadError::World(_)), "{err}");
+    let msg = err.to_string();
+    assert!(
+        ["info", "reconcile", "cleanup"]
+            .iter()
+            .any(|e| msg.contains(&format!("no export `{e}`"))),
+        "{msg}"
+    );
+
+    let core = wat::parse_str("(module)").unwrap();
+    assert!(matches!(
+        sandbox.load(&core, Limits::default()),
+        Err(LoadError::CoreModule)
+    ));
+    assert!(matches!(
+        sandbox.load(b"garbage!", Limits::default()),
+        Err(LoadError::NotWasm)
+    ));
+}
