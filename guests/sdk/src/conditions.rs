@@ -29,10 +29,10 @@ pub struct Condition {
 /// Sets condition `type_` in `conditions`, keeping the old transition time when the status
 /// did not change.
 pub fn set_condition(conditions: &mut Vec<Condition>, previous: &[Condition], mut new: Condition) {
-    if let Some(old) = previous.iter().find(|c| c.type_ == new.type_) {
-        if old.status == new.status {
-            new.last_transition_time = old.last_transition_time.clone();
-        }
+    if let Some(old) = previous.iter().find(|c| c.type_ == new.type_)
+        && old.status == new.status
+    {
+        new.last_transition_time = old.last_transition_time.clone();
     }
     conditions.retain(|c| c.type_ != new.type_);
     conditions.push(new);

@@ -34,10 +34,8 @@ pub(crate) fn with_instance<R>(
 }
 
 fn classify(err: &wasmtime::Error, data: &StoreData, limits: &Limits) -> CallError {
-    if let Some(trap) = err.downcast_ref::<Trap>() {
-        if *trap == Trap::Interrupt {
-            return CallError::Timeout(limits.deadline);
-        }
+    if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return CallError::Timeout(limits.deadline);
     }
     if data.limiter.refused {
         return CallError::OutOfMemory(limits.memory_bytes);

@@ -53,12 +53,12 @@ pub fn validate_info(info: &PluginInfo) -> Result<(), String> {
             return Err(format!("permission on {} lists no verbs", p.kind.kind));
         }
     }
-    if let Some(f) = &info.finalizer {
-        if !f.contains('/') {
-            return Err(format!(
-                "finalizer `{f}` must be qualified, like `example.com/name`"
-            ));
-        }
+    if let Some(f) = &info.finalizer
+        && !f.contains('/')
+    {
+        return Err(format!(
+            "finalizer `{f}` must be qualified, like `example.com/name`"
+        ));
     }
     if let Some(crd) = &info.crd {
         validate_crd(crd, &info.primary)?;
