@@ -27,22 +27,40 @@ pub enum Command {
     Test(offline::golden::TestArgs),
     /// Run a wasm32-wasip2 command component (cargo's runner for guest unit tests).
     WasiRun(offline::wasi_run::WasiRunArgs),
+    /// Run the operator host: watch, ask the plugins, check their plans, carry them out.
+    Run(crate::operator::RunArgs),
 }
 
-fn init_logging() {
+/// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`).
+fn init_logging(default: &str, json: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("WASMOP_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
+    let filter = EnvFilter::try_from_env("WASMOP_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+fn run_host(args: crate::operator::RunArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(crate::operator::run(args))
 }
 
 /// Parses the arguments and runs the command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    match &cli.command {
+        Command::Run(a) => init_logging("info", a.log_format == "json"),
+        _ => init_logging("warn", false),
+    }
     let result = match &cli.command {
+        Command::Run(a) => run_host(a.clone()).map(|()| ExitCode::SUCCESS),
         Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),
         Command::Plan(a) => offline::plan::run(a).map(exit_if),
         Command::Test(a) => offline::golden::run(a).map(exit_if),

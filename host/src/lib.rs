@@ -8,4 +8,6 @@
 pub mod cli;
 pub mod observe;
 pub mod offline;
+pub mod operator;
+pub mod ops;
 pub mod runtime;

@@ -184,7 +184,15 @@ component_cmd() {
         --service-account-signing-key-file="$pki/sa.key"
         --service-cluster-ip-range="$SERVICE_CIDR"
         --authorization-mode=Node,RBAC
-        --allow-privileged=true --profiling=false)
+        --allow-privileged=true --profiling=false
+        # Without this, watches held by the controller manager, scheduler and
+        # kwok keep a TERMed apiserver alive for its 60s shutdown timeout.
+        --shutdown-watch-termination-grace-period=5s
+        # Front-proxy (request header) CA: none of our certs has this CN; it
+        # only keeps delegated authn in the other components from complaining.
+        --requestheader-client-ca-file="$pki/ca.crt" --requestheader-allowed-names=front-proxy-client
+        --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group
+        --requestheader-extra-headers-prefix=X-Remote-Extra-)
       ;;
     kube-controller-manager)
       CMD=("$b/kube-controller-manager"
@@ -196,7 +204,7 @@ component_cmd() {
         --service-account-private-key-file="$pki/sa.key"
         --root-ca-file="$pki/ca.crt"
         --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key"
-        --use-service-account-credentials=false
+        --use-service-account-credentials=true
         --service-cluster-ip-range="$SERVICE_CIDR"
         --profiling=false)
       ;;

@@ -1,0 +1,71 @@
+//! Arguments of `wasmop run`; every flag also reads an environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Arguments of `wasmop run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Directory of plugin components (`*.wasm`); each file is one plugin.
+    #[arg(long, env = "WASMOP_PLUGINS", default_value = "/plugins")]
+    pub plugins: PathBuf,
+    /// Kubeconfig file; default: in-cluster configuration inside a pod, else
+    /// `$KUBECONFIG` or `~/.kube/config`.
+    #[arg(long, env = "WASMOP_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch and act in this namespace only (default: all namespaces).
+    #[arg(long, env = "WASMOP_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Create or update the CRDs the plugins declare before starting.
+    #[arg(long, env = "WASMOP_INSTALL_CRDS")]
+    pub install_crds: bool,
+    /// Address of the HTTP endpoints (/healthz, /readyz, /metrics).
+    #[arg(long, env = "WASMOP_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Elect a leader with a Lease so that several replicas can run and one acts.
+    #[arg(long, env = "WASMOP_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// Name of the Lease used for leader election.
+    #[arg(long, env = "WASMOP_LEASE_NAME", default_value = "wasmop-leader")]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: the pod's namespace, else `default`).
+    #[arg(long, env = "WASMOP_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Lease duration in seconds: how long a standby waits for a silent leader.
+    #[arg(long, env = "WASMOP_LEASE_SECONDS", default_value_t = 15)]
+    pub lease_seconds: u64,
+    /// Identity of this replica (default: the pod name, else the hostname and process id).
+    #[arg(long, env = "WASMOP_IDENTITY")]
+    pub identity: Option<String>,
+    /// Name of the host's own pod (downward API); the guard never lets a plan touch it.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// Namespace of the host's own pod (downward API).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
+    /// Deadline of one plugin call, in milliseconds.
+    #[arg(long, env = "WASMOP_CALL_TIMEOUT_MS", default_value_t = 1000)]
+    pub call_timeout_ms: u64,
+    /// Memory cap of one plugin call, in MiB.
+    #[arg(long, env = "WASMOP_CALL_MEMORY_MIB", default_value_t = 64)]
+    pub call_memory_mib: usize,
+    /// Plugin calls running at once, across all plugins.
+    #[arg(long, env = "WASMOP_MAX_CONCURRENT_CALLS", default_value_t = 8)]
+    pub max_concurrent_calls: usize,
+    /// Reconciles of one plugin running at once.
+    #[arg(long, env = "WASMOP_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: u16,
+    /// Largest number of actions in one plan.
+    #[arg(long, env = "WASMOP_MAX_ACTIONS", default_value_t = 500)]
+    pub max_actions: usize,
+    /// Deletions per plugin per minute of objects the plugin does not own (ChaosPod's
+    /// victims, for example).
+    #[arg(long, env = "WASMOP_DELETE_BUDGET", default_value_t = 30)]
+    pub delete_budget: usize,
+    /// Seconds to let running reconciles finish after SIGTERM.
+    #[arg(long, env = "WASMOP_SHUTDOWN_SECONDS", default_value_t = 10)]
+    pub shutdown_seconds: u64,
+    /// Log format: `text` or `json`.
+    #[arg(long, env = "WASMOP_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+}

@@ -1,0 +1,126 @@
+//! What every reconcile of one plugin shares: the current plugin version, the caches, the
+//! guard, the event recorder, the metrics and the per-object backoff.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+
+use super::guard::Guard;
+use crate::ops::metrics::Metrics;
+use crate::runtime::{LoadedPlugin, Relation, Sandbox};
+
+/// The active version of a plugin. Swapping replaces the `Arc`: reconciles already running
+/// keep the version they started with, the next ones get the new one.
+#[derive(Debug)]
+pub struct PluginSlot {
+    current: RwLock<Arc<LoadedPlugin>>,
+}
+
+impl PluginSlot {
+    /// A slot holding `plugin`.
+    pub fn new(plugin: LoadedPlugin) -> Self {
+        PluginSlot {
+            current: RwLock::new(Arc::new(plugin)),
+        }
+    }
+
+    /// The version to use for the next call.
+    pub fn current(&self) -> Arc<LoadedPlugin> {
+        self.current.read().expect("slot lock").clone()
+    }
+
+    /// Makes `plugin` the active version; returns the previous one.
+    pub fn swap(&self, plugin: LoadedPlugin) -> Arc<LoadedPlugin> {
+        std::mem::replace(
+            &mut *self.current.write().expect("slot lock"),
+            Arc::new(plugin),
+        )
+    }
+}
+
+/// Per-object exponential backoff that resets on success.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoff {
+    /// Base delay of the first retry.
+    pub const BASE: Duration = Duration::from_millis(500);
+    /// Longest delay.
+    pub const MAX: Duration = Duration::from_secs(300);
+
+    /// Records a failure of `key`; returns how long to wait before retrying.
+    pub fn failed(&self, key: &str) -> Duration {
+        let mut f = self.failures.lock().expect("backoff lock");
+        let n = f.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        let factor = 1u32.checked_shl(*n - 1).unwrap_or(u32::MAX);
+        Self::BASE.saturating_mul(factor).min(Self::MAX)
+    }
+
+    /// Forgets the failures of `key`.
+    pub fn succeeded(&self, key: &str) {
+        self.failures.lock().expect("backoff lock").remove(key);
+    }
+}
+
+/// The cache of one declared relation.
+#[derive(Clone)]
+pub struct RelatedCache {
+    /// The relation.
+    pub relation: Relation,
+    /// Its API resource.
+    pub resource: ApiResource,
+    /// Objects of the kind, as watched.
+    pub store: Store<DynamicObject>,
+}
+
+/// Shared by the reconciles of one plugin.
+pub struct Context {
+    /// Kubernetes client.
+    pub client: Client,
+    /// The sandbox.
+    pub sandbox: Sandbox,
+    /// The active plugin version.
+    pub slot: Arc<PluginSlot>,
+    /// API resource of the primary kind.
+    pub primary: ApiResource,
+    /// Caches of the related kinds.
+    pub related: Vec<RelatedCache>,
+    /// Plan checks.
+    pub guard: Arc<Guard>,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Per-object backoff.
+    pub backoff: Backoff,
+    /// How long to wait for the caches to show a plan's effects.
+    pub cache_wait: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_caps_and_resets() {
+        let b = Backoff::default();
+        assert_eq!(b.failed("a"), Duration::from_millis(500));
+        assert_eq!(b.failed("a"), Duration::from_secs(1));
+        assert_eq!(b.failed("a"), Duration::from_secs(2));
+        assert_eq!(b.failed("b"), Duration::from_millis(500));
+        for _ in 0..40 {
+            b.failed("a");
+        }
+        assert_eq!(b.failed("a"), Backoff::MAX);
+        b.succeeded("a");
+        assert_eq!(b.failed("a"), Duration::from_millis(500));
+    }
+}

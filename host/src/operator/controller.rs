@@ -1,0 +1,145 @@
+//! One kube-runtime controller per plugin: the primary kind, plus a reflector per declared
+//! relation whose events trigger the right primaries (owned objects their owner,
+//! namespace-wide relations every primary of the namespace).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::DynamicObject;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use super::context::{Backoff, Context, PluginSlot, RelatedCache};
+use super::guard::Guard;
+use super::kinds::{api_for, api_resource};
+use super::reconcile::{error_policy, reconcile};
+use crate::ops::health::ReadyFlag;
+use crate::ops::metrics::Metrics;
+use crate::runtime::{Sandbox, Selection};
+
+/// Everything a plugin's controller needs from the host.
+#[derive(Clone)]
+pub struct ControllerDeps {
+    /// Kubernetes client.
+    pub client: Client,
+    /// The sandbox.
+    pub sandbox: Sandbox,
+    /// Plan checks.
+    pub guard: Arc<Guard>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Restrict to one namespace.
+    pub namespace: Option<String>,
+    /// Reporting identity for Events.
+    pub reporter: Reporter,
+    /// Reconciles of one plugin running at once.
+    pub concurrency: u16,
+}
+
+/// Runs the controller of the plugin in `slot` until `shutdown` resolves; reconciles that
+/// are running then finish first. `synced` turns true once every cache has its first list.
+pub async fn run_controller(
+    deps: ControllerDeps,
+    slot: Arc<PluginSlot>,
+    synced: ReadyFlag,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let info = slot.current().info.clone();
+    let ns = deps.namespace.as_deref();
+    let primary_ar = api_resource(&info.primary);
+    let primary_api = api_for(&deps.client, &info.primary, ns);
+    let mut controller = Controller::new_with(
+        primary_api,
+        watcher::Config::default().any_semantic(),
+        primary_ar.clone(),
+    );
+    let primary_store = controller.store();
+    let mut related = Vec::new();
+    for relation in &info.relations {
+        let ar = api_resource(&relation.kind);
+        let api = api_for(&deps.client, &relation.kind, ns);
+        let writer: Writer<DynamicObject> = Writer::new(ar.clone());
+        let store = writer.as_reader();
+        let mut wc = watcher::Config::default().any_semantic();
+        if let Some(sel) = &relation.label_selector {
+            wc = wc.labels(sel);
+        }
+        let stream = reflector::reflector(writer, watcher(api, wc))
+            .default_backoff()
+            .touched_objects();
+        controller = match relation.selection {
+            Selection::Owned => controller.owns_stream_with(stream, ar.clone()),
+            Selection::Namespace => {
+                let primaries = primary_store.clone();
+                let par = primary_ar.clone();
+                controller.watches_stream_with(
+                    stream,
+                    move |obj: DynamicObject| {
+                        let ns = obj.metadata.namespace.clone();
+                        primaries
+                            .state()
+                            .into_iter()
+                            .filter(|p| p.metadata.namespace == ns)
+                            .map(|p| ObjectRef::from_obj_with(&*p, par.clone()))
+                            .collect::<Vec<_>>()
+                    },
+                    ar.clone(),
+                )
+            }
+        };
+        related.push(RelatedCache {
+            relation: relation.clone(),
+            resource: ar,
+            store,
+        });
+    }
+
+    let ctx = Arc::new(Context {
+        client: deps.client.clone(),
+        sandbox: deps.sandbox.clone(),
+        slot,
+        primary: primary_ar,
+        related: related.clone(),
+        guard: deps.guard.clone(),
+        recorder: Recorder::new(deps.client.clone(), deps.reporter.clone()),
+        metrics: deps.metrics.clone(),
+        backoff: Backoff::default(),
+        cache_wait: Duration::from_secs(5),
+    });
+
+    let readiness = {
+        let primary_store = primary_store.clone();
+        let name = info.name.clone();
+        async move {
+            let _ = primary_store.wait_until_ready().await;
+            for r in &related {
+                let _ = r.store.wait_until_ready().await;
+            }
+            tracing::info!(plugin = %name, "caches synced");
+            synced.set(true);
+        }
+    };
+    tokio::spawn(readiness);
+
+    let plugin_name = info.name.clone();
+    controller
+        .with_config(
+            ControllerConfig::default()
+                .concurrency(deps.concurrency)
+                .debounce(Duration::from_millis(50)),
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| {
+            if let Err(e) = res {
+                tracing::debug!(plugin = %plugin_name, error = %e, "controller event");
+            }
+            futures::future::ready(())
+        })
+        .await;
+    tracing::info!(plugin = %info.name, "controller stopped");
+}

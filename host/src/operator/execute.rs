@@ -1,0 +1,173 @@
+//! The executor: carries out checked steps with the Kubernetes API. Creates with generated
+//! names are POSTs; everything named goes through server-side apply with the plugin's field
+//! manager; deletes carry the UID precondition; the status goes through the status
+//! subresource.
+
+use kube::Client;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use serde_json::{Value, json};
+
+use super::guard::{PrimaryRef, Step};
+use super::kinds::api_for;
+use crate::runtime::KindRef;
+
+/// What a plan changed, for waiting until the caches have seen it.
+#[derive(Debug, Default, Clone)]
+pub struct Executed {
+    /// Objects created or applied: (kind, namespace, name).
+    pub written: Vec<(KindRef, Option<String>, String)>,
+    /// Objects deleted: (kind, UID).
+    pub deleted: Vec<(KindRef, String)>,
+}
+
+/// The field manager of a plugin's writes.
+pub fn field_manager(plugin: &str) -> String {
+    format!("wasmop-{plugin}")
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Carries out `steps` in order; stops at the first failure.
+pub async fn run_steps(
+    client: &Client,
+    plugin: &str,
+    steps: &[Step],
+) -> Result<Executed, kube::Error> {
+    let manager = field_manager(plugin);
+    let mut done = Executed::default();
+    for step in steps {
+        match step {
+            Step::Create { kind, object } => {
+                let ns = object
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str);
+                let api = api_for(client, kind, ns);
+                let obj: DynamicObject =
+                    serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
+                let created = api
+                    .create(
+                        &PostParams {
+                            field_manager: Some(manager.clone()),
+                            ..Default::default()
+                        },
+                        &obj,
+                    )
+                    .await?;
+                tracing::info!(plugin, kind = %kind.kind, name = ?created.metadata.name, "created");
+                done.written.push((
+                    kind.clone(),
+                    created.metadata.namespace.clone(),
+                    created.metadata.name.unwrap_or_default(),
+                ));
+            }
+            Step::Apply { kind, object } => {
+                let ns = object
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str);
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let api = api_for(client, kind, ns);
+                api.patch(
+                    name,
+                    &PatchParams::apply(&manager).force(),
+                    &Patch::Apply(object),
+                )
+                .await?;
+                tracing::info!(plugin, kind = %kind.kind, name, "applied");
+                done.written
+                    .push((kind.clone(), ns.map(str::to_string), name.to_string()));
+            }
+            Step::Delete { kind, target } => {
+                let api = api_for(client, kind, target.namespace.as_deref());
+                let params = DeleteParams {
+                    preconditions: target.uid.clone().map(|uid| Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                match api.delete(&target.name, &params).await {
+                    Ok(_) => {
+                        tracing::info!(plugin, kind = %kind.kind, name = %target.name, "deleted")
+                    }
+                    Err(e) if is_status(&e, 404) => {
+                        tracing::debug!(plugin, name = %target.name, "already gone")
+                    }
+                    Err(e) if is_status(&e, 409) => {
+                        tracing::warn!(plugin, name = %target.name, "not deleted: the UID precondition failed (a newer object has that name)");
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+                if let Some(uid) = &target.uid {
+                    done.deleted.push((kind.clone(), uid.clone()));
+                }
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Writes the primary's status through the status subresource (server-side apply).
+pub async fn write_status(
+    client: &Client,
+    plugin: &str,
+    kind: &KindRef,
+    primary: &PrimaryRef,
+    status: &Value,
+) -> Result<(), kube::Error> {
+    let api = api_for(client, kind, primary.namespace.as_deref());
+    let body = json!({"apiVersion": primary.api_version, "kind": primary.kind, "status": status});
+    api.patch_status(
+        &primary.name,
+        &PatchParams::apply(&field_manager(plugin)).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Sets the host's condition (type `Ready`, status `False`) on the primary's status,
+/// keeping the other conditions: used when the plugin could not decide or its plan was
+/// refused. A status schema without `conditions` simply prunes it.
+pub async fn mark_not_ready(
+    client: &Client,
+    kind: &KindRef,
+    primary: &Value,
+    pref: &PrimaryRef,
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let mut conditions: Vec<Value> = primary
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let unchanged = conditions.iter().any(|c| {
+        c["type"] == "Ready"
+            && c["status"] == "False"
+            && c["reason"] == reason
+            && c["message"] == message
+    });
+    if unchanged {
+        return Ok(());
+    }
+    conditions.retain(|c| c["type"] != "Ready");
+    conditions.push(json!({
+        "type": "Ready", "status": "False", "reason": reason, "message": message,
+        "lastTransitionTime": jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string(),
+        "observedGeneration": primary.pointer("/metadata/generation"),
+    }));
+    let api = api_for(client, kind, pref.namespace.as_deref());
+    api.patch_status(
+        &pref.name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": conditions}})),
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,352 @@
+//! The guard: before anything is sent, a plan is checked against what its plugin declared
+//! and against the host's own rules. A plan passes whole or not at all.
+//!
+//! Rules (the `rule` of a [`Violation`]): `max-actions`, `undeclared` (kind or verb not in
+//! the plugin's permissions), `namespace` (outside the primary's namespace), `own-pod`
+//! (the host's own pod), `delete-budget` (too many deletions of objects the plugin does not
+//! own in the last minute), `malformed` (an object without what the API needs).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::runtime::{Action, KindRef, ObjectRef, Plan, PluginInfo, Verb};
+
+/// Limits and identity the guard enforces.
+#[derive(Debug, Clone)]
+pub struct GuardConfig {
+    /// Largest number of actions in one plan.
+    pub max_actions: usize,
+    /// Deletions per plugin per minute of objects the plugin does not own.
+    pub foreign_deletes_per_minute: usize,
+    /// The host's own pod (namespace, name), from the downward API.
+    pub own_pod: Option<(String, String)>,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            max_actions: 500,
+            foreign_deletes_per_minute: 30,
+            own_pod: None,
+        }
+    }
+}
+
+/// Why a plan was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plan rejected by rule `{rule}`: {detail}")]
+pub struct Violation {
+    /// The rule that refused it.
+    pub rule: &'static str,
+    /// What exactly.
+    pub detail: String,
+}
+
+fn violation(rule: &'static str, detail: impl Into<String>) -> Violation {
+    Violation {
+        rule,
+        detail: detail.into(),
+    }
+}
+
+/// One checked step, ready for the executor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Create an object with a generated name (POST).
+    Create {
+        /// Its kind.
+        kind: KindRef,
+        /// The object, namespace and owner reference filled in.
+        object: Value,
+    },
+    /// Server-side apply of a named object.
+    Apply {
+        /// Its kind.
+        kind: KindRef,
+        /// The object, namespace and owner reference filled in.
+        object: Value,
+    },
+    /// Delete with a UID precondition (when the plan gave one).
+    Delete {
+        /// Its kind.
+        kind: KindRef,
+        /// The target.
+        target: ObjectRef,
+    },
+}
+
+/// The primary object a plan is about.
+#[derive(Debug, Clone)]
+pub struct PrimaryRef {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace (absent for cluster-scoped primaries).
+    pub namespace: Option<String>,
+    /// UID.
+    pub uid: String,
+}
+
+impl PrimaryRef {
+    /// Reads the reference from the primary object.
+    pub fn of(primary: &Value) -> Option<PrimaryRef> {
+        let s = |p: &str| {
+            primary
+                .pointer(p)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        Some(PrimaryRef {
+            api_version: s("/apiVersion")?,
+            kind: s("/kind")?,
+            name: s("/metadata/name")?,
+            namespace: s("/metadata/namespace"),
+            uid: s("/metadata/uid")?,
+        })
+    }
+
+    fn controller_reference(&self) -> Value {
+        json!({"apiVersion": self.api_version, "kind": self.kind, "name": self.name,
+               "uid": self.uid, "controller": true, "blockOwnerDeletion": true})
+    }
+}
+
+/// Checks plans; keeps the per-plugin deletion budget.
+#[derive(Debug)]
+pub struct Guard {
+    cfg: GuardConfig,
+    foreign_deletes: Mutex<HashMap<String, VecDeque<Instant>>>,
+}
+
+fn find_kind<'a>(info: &'a PluginInfo, api_version: &str, kind: &str) -> Option<&'a KindRef> {
+    info.permissions
+        .iter()
+        .map(|p| &p.kind)
+        .find(|k| k.matches(api_version, kind))
+}
+
+impl Guard {
+    /// A guard with these limits.
+    pub fn new(cfg: GuardConfig) -> Self {
+        Guard {
+            cfg,
+            foreign_deletes: Mutex::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GuardConfig {
+        &self.cfg
+    }
+
+    fn is_own_pod(&self, kind: &KindRef, ns: Option<&str>, name: &str) -> bool {
+        kind.group.is_empty()
+            && kind.kind == "Pod"
+            && self
+                .cfg
+                .own_pod
+                .as_ref()
+                .is_some_and(|(own_ns, own)| Some(own_ns.as_str()) == ns && own == name)
+    }
+
+    fn check_namespace(
+        &self,
+        kind: &KindRef,
+        ns: Option<&str>,
+        primary: &PrimaryRef,
+    ) -> Result<(), Violation> {
+        if kind.namespaced && ns.is_some() && ns != primary.namespace.as_deref() {
+            return Err(violation(
+                "namespace",
+                format!(
+                    "{} in namespace `{}`, outside the primary's namespace `{}`",
+                    kind.kind,
+                    ns.unwrap_or_default(),
+                    primary.namespace.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn prepare_object(
+        &self,
+        info: &PluginInfo,
+        primary: &PrimaryRef,
+        mut object: Value,
+    ) -> Result<Step, Violation> {
+        let s = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let (api_version, kind_name) = match (s("/apiVersion"), s("/kind")) {
+            (Some(a), Some(k)) => (a, k),
+            _ => {
+                return Err(violation(
+                    "malformed",
+                    "applied object without apiVersion or kind",
+                ));
+            }
+        };
+        let kind = find_kind(info, &api_version, &kind_name)
+            .ok_or_else(|| {
+                violation(
+                    "undeclared",
+                    format!("kind {api_version} {kind_name} is not declared"),
+                )
+            })?
+            .clone();
+        let name = s("/metadata/name");
+        let generate = s("/metadata/generateName");
+        let ns = s("/metadata/namespace");
+        self.check_namespace(&kind, ns.as_deref(), primary)?;
+        let create = name.is_none();
+        if create && generate.is_none() {
+            return Err(violation(
+                "malformed",
+                format!("{kind_name} without name or generateName"),
+            ));
+        }
+        let verb = if create { Verb::Create } else { Verb::Patch };
+        if !info.allows(&api_version, &kind_name, verb) {
+            return Err(violation(
+                "undeclared",
+                format!("verb `{}` on {kind_name} is not declared", verb.as_str()),
+            ));
+        }
+        if let Some(n) = &name
+            && self.is_own_pod(&kind, ns.as_deref().or(primary.namespace.as_deref()), n)
+        {
+            return Err(violation(
+                "own-pod",
+                format!("plan touches the host's own pod `{n}`"),
+            ));
+        }
+        if kind.namespaced {
+            object["metadata"]["namespace"] = json!(primary.namespace);
+            let refs = object["metadata"]
+                .get("ownerReferences")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if !refs
+                .iter()
+                .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+            {
+                let mut refs = refs;
+                refs.push(primary.controller_reference());
+                object["metadata"]["ownerReferences"] = Value::Array(refs);
+            }
+        }
+        Ok(if create {
+            Step::Create { kind, object }
+        } else {
+            Step::Apply { kind, object }
+        })
+    }
+
+    /// Checks `plan` of plugin `info` for `primary`. `owned_uids` are the UIDs of objects
+    /// the primary controls (deleting others spends the budget). On success the steps come
+    /// back in plan order, with namespaces and owner references filled in.
+    pub fn check(
+        &self,
+        info: &PluginInfo,
+        primary: &PrimaryRef,
+        plan: &Plan,
+        owned_uids: &HashSet<String>,
+    ) -> Result<Vec<Step>, Violation> {
+        if plan.actions.len() > self.cfg.max_actions {
+            return Err(violation(
+                "max-actions",
+                format!(
+                    "{} actions, at most {} allowed",
+                    plan.actions.len(),
+                    self.cfg.max_actions
+                ),
+            ));
+        }
+        let mut steps = Vec::with_capacity(plan.actions.len());
+        let mut foreign = 0;
+        for action in &plan.actions {
+            match action {
+                Action::Apply(object) => {
+                    steps.push(self.prepare_object(info, primary, object.clone())?)
+                }
+                Action::Delete(target) => {
+                    let kind = find_kind(info, &target.api_version, &target.kind)
+                        .ok_or_else(|| {
+                            violation(
+                                "undeclared",
+                                format!(
+                                    "kind {} {} is not declared",
+                                    target.api_version, target.kind
+                                ),
+                            )
+                        })?
+                        .clone();
+                    if !info.allows(&target.api_version, &target.kind, Verb::Delete) {
+                        return Err(violation(
+                            "undeclared",
+                            format!("verb `delete` on {} is not declared", target.kind),
+                        ));
+                    }
+                    let ns = target.namespace.as_deref().or(primary.namespace.as_deref());
+                    self.check_namespace(&kind, ns, primary)?;
+                    if self.is_own_pod(&kind, ns, &target.name) {
+                        return Err(violation(
+                            "own-pod",
+                            format!("plan deletes the host's own pod `{}`", target.name),
+                        ));
+                    }
+                    if !target.uid.as_ref().is_some_and(|u| owned_uids.contains(u)) {
+                        foreign += 1;
+                    }
+                    let mut target = target.clone();
+                    if kind.namespaced {
+                        target.namespace = primary.namespace.clone();
+                    }
+                    steps.push(Step::Delete { kind, target });
+                }
+            }
+        }
+        if foreign > 0 {
+            self.spend_budget(&info.name, foreign)?;
+        }
+        Ok(steps)
+    }
+
+    fn spend_budget(&self, plugin: &str, n: usize) -> Result<(), Violation> {
+        let mut all = self.foreign_deletes.lock().expect("budget lock");
+        let window = all.entry(plugin.to_string()).or_default();
+        let now = Instant::now();
+        while window
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(60))
+        {
+            window.pop_front();
+        }
+        let limit = self.cfg.foreign_deletes_per_minute;
+        if window.len() + n > limit {
+            return Err(violation(
+                "delete-budget",
+                format!(
+                    "{n} deletion(s) of objects the plugin does not own; {} of {limit} per minute already spent",
+                    window.len()
+                ),
+            ));
+        }
+        window.extend(std::iter::repeat_n(now, n));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,353 @@
+//! Prometheus metrics of the host, in one registry with the prefix `wasmop`.
+//!
+//! [`Metrics`] owns the registry and a handle on every metric. The handles are public
+//! fields: a component increments them directly (`metrics.reconciles.get_or_create(&l).inc()`).
+//! Every metric is cheap to update from many threads at once; share the whole struct as an
+//! `Arc<Metrics>`. [`Metrics::encode`] renders the OpenMetrics text served on `/metrics`.
+//!
+//! Names as exposed (counters get the `_total` suffix from the OpenMetrics rules):
+//! `wasmop_reconciles_total`, `wasmop_reconcile_errors_total`,
+//! `wasmop_reconcile_duration_seconds`, `wasmop_sandbox_call_duration_seconds`,
+//! `wasmop_sandbox_timeouts_total`, `wasmop_sandbox_traps_total`,
+//! `wasmop_rejected_plans_total`, `wasmop_queue_depth`, `wasmop_plugin_loads_total`,
+//! `wasmop_leader`.
+
+use std::fmt;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Labels of a per-plugin-version metric.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// Plugin name, as declared by its `info()`.
+    pub plugin: String,
+    /// Plugin version, as declared by its `info()`.
+    pub version: String,
+}
+
+impl PluginLabels {
+    /// Labels for one plugin version.
+    pub fn new(plugin: impl Into<String>, version: impl Into<String>) -> Self {
+        PluginLabels {
+            plugin: plugin.into(),
+            version: version.into(),
+        }
+    }
+}
+
+/// Labels of a failed reconcile: the plugin version and what kind of failure.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// Plugin version.
+    pub version: String,
+    /// Failure kind, a short snake_case word: `invalid_spec`, `transient`, `other` (errors
+    /// the guest returned), `timeout`, `trap`, `out_of_memory`, `invalid_output`,
+    /// `unavailable` (sandbox failures, as [`crate::runtime::CallError::kind`] names them),
+    /// `rejected` (the guard refused the plan), `kubernetes` (executing the plan failed).
+    pub kind: &'static str,
+}
+
+impl ErrorLabels {
+    /// Labels for one failure kind of one plugin version.
+    pub fn new(plugin: impl Into<String>, version: impl Into<String>, kind: &'static str) -> Self {
+        ErrorLabels {
+            plugin: plugin.into(),
+            version: version.into(),
+            kind,
+        }
+    }
+}
+
+/// Labels of a plan the guard refused: the plugin and the rule that refused it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RejectLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// Short name of the guard rule, e.g. `undeclared_kind` or `foreign_namespace`.
+    pub rule: String,
+}
+
+impl RejectLabels {
+    /// Labels for one guard rule of one plugin.
+    pub fn new(plugin: impl Into<String>, rule: impl Into<String>) -> Self {
+        RejectLabels {
+            plugin: plugin.into(),
+            rule: rule.into(),
+        }
+    }
+}
+
+/// Labels of a per-plugin metric that does not depend on the version.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PluginOnlyLabels {
+    /// Plugin name.
+    pub plugin: String,
+}
+
+impl PluginOnlyLabels {
+    /// Labels for one plugin.
+    pub fn new(plugin: impl Into<String>) -> Self {
+        PluginOnlyLabels {
+            plugin: plugin.into(),
+        }
+    }
+}
+
+/// Outcome of loading a plugin version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LoadResult {
+    /// The version passed validation and was swapped in.
+    Accepted,
+    /// The version was refused; the previous one (if any) keeps running.
+    Rejected,
+}
+
+impl LoadResult {
+    /// The label value: `accepted` or `rejected`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoadResult::Accepted => "accepted",
+            LoadResult::Rejected => "rejected",
+        }
+    }
+}
+
+impl EncodeLabelValue for LoadResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
+        fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+/// Labels of a plugin load attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LoadLabels {
+    /// Plugin name (the `WasmPlugin` object's name, or the file stem for a directory source).
+    pub plugin: String,
+    /// Whether the version was accepted.
+    pub result: LoadResult,
+}
+
+/// Upper bounds of the duration histograms, in seconds: 50 µs doubling 19 times, up to
+/// 13.1 s, so that the last finite bucket covers the 10 s slowest expected call.
+pub fn duration_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(50e-6, 2.0, 19)
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(duration_buckets())
+}
+
+/// All metrics of the host and the registry they are exposed from.
+///
+/// Metric handles share their state with the registry: updating a field is what
+/// [`Metrics::encode`] reports. Label sets are created on first use and never removed.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Reconciles completed (successfully or not), per plugin version.
+    pub reconciles: Family<PluginLabels, Counter>,
+    /// Reconciles that ended in an error, per plugin version and failure kind.
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+    /// Wall time of a whole reconcile: observe, sandbox call, guard and execution.
+    pub reconcile_duration_seconds: Family<PluginLabels, Histogram>,
+    /// Wall time of one call into the sandbox (instantiation plus the export).
+    pub sandbox_call_duration_seconds: Family<PluginLabels, Histogram>,
+    /// Sandbox calls interrupted at their deadline.
+    pub sandbox_timeouts: Family<PluginLabels, Counter>,
+    /// Sandbox calls that trapped (including out-of-memory).
+    pub sandbox_traps: Family<PluginLabels, Counter>,
+    /// Plans the guard refused, per plugin and rule.
+    pub rejected_plans: Family<RejectLabels, Counter>,
+    /// Reconciles waiting or in flight, per plugin.
+    pub queue_depth: Family<PluginOnlyLabels, Gauge>,
+    /// Plugin versions loaded, per plugin and outcome.
+    pub plugin_loads: Family<LoadLabels, Counter>,
+    /// 1 while this replica holds the leader lease, 0 otherwise.
+    pub leader: Gauge,
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered and no samples yet.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("wasmop");
+        let reconciles = Family::<PluginLabels, Counter>::default();
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+        let reconcile_duration_seconds =
+            Family::<PluginLabels, Histogram>::new_with_constructor(duration_histogram as _);
+        let sandbox_call_duration_seconds =
+            Family::<PluginLabels, Histogram>::new_with_constructor(duration_histogram as _);
+        let sandbox_timeouts = Family::<PluginLabels, Counter>::default();
+        let sandbox_traps = Family::<PluginLabels, Counter>::default();
+        let rejected_plans = Family::<RejectLabels, Counter>::default();
+        let queue_depth = Family::<PluginOnlyLabels, Gauge>::default();
+        let plugin_loads = Family::<LoadLabels, Counter>::default();
+        let leader = Gauge::default();
+
+        registry.register(
+            "reconciles",
+            "Reconciles completed, successfully or not",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that ended in an error, by kind",
+            reconcile_errors.clone(),
+        );
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Wall time of a whole reconcile",
+            Unit::Seconds,
+            reconcile_duration_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "sandbox_call_duration",
+            "Wall time of one call into the plugin sandbox",
+            Unit::Seconds,
+            sandbox_call_duration_seconds.clone(),
+        );
+        registry.register(
+            "sandbox_timeouts",
+            "Sandbox calls interrupted at their deadline",
+            sandbox_timeouts.clone(),
+        );
+        registry.register(
+            "sandbox_traps",
+            "Sandbox calls that trapped",
+            sandbox_traps.clone(),
+        );
+        registry.register(
+            "rejected_plans",
+            "Plans refused by the guard, by rule",
+            rejected_plans.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Reconciles waiting or in flight",
+            queue_depth.clone(),
+        );
+        registry.register(
+            "plugin_loads",
+            "Plugin versions loaded, by result",
+            plugin_loads.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease",
+            leader.clone(),
+        );
+
+        Metrics {
+            registry,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration_seconds,
+            sandbox_call_duration_seconds,
+            sandbox_timeouts,
+            sandbox_traps,
+            rejected_plans,
+            queue_depth,
+            plugin_loads,
+            leader,
+        }
+    }
+
+    /// The registry in the OpenMetrics text format (ending with `# EOF`), as served with
+    /// the content type `application/openmetrics-text; version=1.0.0; charset=utf-8`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail, and none of the registered metric types fails
+        // to encode; a partial output would still be better than a panic.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_counters_gauges_and_histograms() {
+        let m = Metrics::new();
+        let pr = PluginLabels::new("podreplica", "0.1.0");
+        m.reconciles.get_or_create(&pr).inc_by(3);
+        m.reconcile_errors
+            .get_or_create(&ErrorLabels::new("podreplica", "0.1.0", "timeout"))
+            .inc();
+        m.sandbox_timeouts.get_or_create(&pr).inc();
+        m.rejected_plans
+            .get_or_create(&RejectLabels {
+                plugin: "chaospod".into(),
+                rule: "foreign_namespace".into(),
+            })
+            .inc();
+        m.queue_depth
+            .get_or_create(&PluginOnlyLabels {
+                plugin: "podreplica".into(),
+            })
+            .set(4);
+        m.plugin_loads
+            .get_or_create(&LoadLabels {
+                plugin: "chaospod".into(),
+                result: LoadResult::Rejected,
+            })
+            .inc();
+        m.leader.set(1);
+        m.sandbox_call_duration_seconds
+            .get_or_create(&pr)
+            .observe(0.00007);
+
+        let text = m.encode();
+        for line in [
+            "# TYPE wasmop_reconciles counter",
+            r#"wasmop_reconciles_total{plugin="podreplica",version="0.1.0"} 3"#,
+            r#"wasmop_reconcile_errors_total{plugin="podreplica",version="0.1.0",kind="timeout"} 1"#,
+            r#"wasmop_sandbox_timeouts_total{plugin="podreplica",version="0.1.0"} 1"#,
+            r#"wasmop_rejected_plans_total{plugin="chaospod",rule="foreign_namespace"} 1"#,
+            r#"wasmop_queue_depth{plugin="podreplica"} 4"#,
+            r#"wasmop_plugin_loads_total{plugin="chaospod",result="rejected"} 1"#,
+            "wasmop_leader 1",
+            "# UNIT wasmop_sandbox_call_duration_seconds seconds",
+            r#"wasmop_sandbox_call_duration_seconds_bucket{le="0.00005",plugin="podreplica",version="0.1.0"} 0"#,
+            r#"wasmop_sandbox_call_duration_seconds_bucket{le="0.0001",plugin="podreplica",version="0.1.0"} 1"#,
+            r#"wasmop_sandbox_call_duration_seconds_count{plugin="podreplica",version="0.1.0"} 1"#,
+            "# EOF",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing line {line:?} in:\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn unused_families_have_no_samples() {
+        let text = Metrics::new().encode();
+        eprintln!("{text}");
+        assert!(text.contains("# TYPE wasmop_reconcile_duration_seconds histogram"));
+        assert!(!text.contains("wasmop_reconciles_total{"));
+        assert!(text.contains("wasmop_leader 0"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn buckets_span_50us_to_past_10s() {
+        let b: Vec<f64> = duration_buckets().collect();
+        assert_eq!(b.first(), Some(&50e-6));
+        assert!(b[b.len() - 2] < 10.0 && *b.last().unwrap() >= 10.0);
+        assert!(b.windows(2).all(|w| (w[1] / w[0] - 2.0).abs() < 1e-9));
+    }
+}

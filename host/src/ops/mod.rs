@@ -1,0 +1,15 @@
+//! Operating the host: metrics, health and readiness over HTTP, and leader election.
+//!
+//! Split by concern: [`metrics`] (the Prometheus registry), [`health`] (readiness flags),
+//! [`http`] (the `/healthz`, `/readyz` and `/metrics` endpoint) and [`lease`] (leader
+//! election on a `coordination.k8s.io/v1` Lease).
+
+pub mod health;
+pub mod http;
+pub mod lease;
+pub mod metrics;
+
+pub use health::{Health, ReadyFlag};
+pub use http::serve;
+pub use lease::{LeaseConfig, run_elector};
+pub use metrics::Metrics;
