@@ -4,6 +4,9 @@
 CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # Pinned versions. K8S_VERSION must match the k8s-openapi feature (v1_37).
 K8S_VERSION="v1.37.2"
+# Publication time of K8S_VERSION on the Go module proxy (its .info "Time"),
+# stamped as buildDate so builds are reproducible. gen-replaces checks it.
+K8S_RELEASE_DATE="2026-10-27T12:01:04Z"
 KWOK_VERSION="v0.8.0"
 # Staging modules (k8s.io/api, ...) are tagged v0.<minor>.<patch>.
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"

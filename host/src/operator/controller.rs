@@ -40,6 +40,16 @@ pub struct ControllerDeps {
     pub concurrency: u16,
 }
 
+/// Waits until a store has its first full list. `Store::wait_until_ready` wakes only one of
+/// several concurrent waiters (the controller itself waits too), so poll it with a timeout:
+/// once the value is memoised every poll is immediately ready.
+async fn wait_ready(store: &reflector::Store<DynamicObject>) {
+    while tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready())
+        .await
+        .is_err()
+    {}
+}
+
 /// Runs the controller of the plugin in `slot` until `shutdown` resolves; reconciles that
 /// are running then finish first. `synced` turns true once every cache has its first list.
 pub async fn run_controller(
@@ -115,9 +125,9 @@ pub async fn run_controller(
         let primary_store = primary_store.clone();
         let name = info.name.clone();
         async move {
-            let _ = primary_store.wait_until_ready().await;
+            wait_ready(&primary_store).await;
             for r in &related {
-                let _ = r.store.wait_until_ready().await;
+                wait_ready(&r.store).await;
             }
             tracing::info!(plugin = %name, "caches synced");
             synced.set(true);

@@ -1,0 +1,285 @@
+//! Leader election against a real API server: of two electors exactly one leads; when the
+//! leader shuts down the standby takes over at once, and when it crashes, within the lease
+//! duration.
+//!
+//! Needs `WASMOP_TEST_KUBECONFIG` (a kubeconfig path, e.g. the one `tests/cluster/up`
+//! writes); without it the test prints that it was skipped and passes.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail, ensure};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use wasmop::ops::lease::{LeaseConfig, run_elector};
+
+const LEASE: Duration = Duration::from_secs(3);
+const SLACK: Duration = Duration::from_secs(2);
+
+async fn config() -> anyhow::Result<Option<kube::Config>> {
+    let Some(path) = std::env::var_os("WASMOP_TEST_KUBECONFIG") else {
+        return Ok(None);
+    };
+    let kubeconfig = Kubeconfig::read_from(&path)
+        .with_context(|| format!("reading kubeconfig {}", path.to_string_lossy()))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Some(config))
+}
+
+async fn client() -> anyhow::Result<Option<kube::Client>> {
+    match config().await? {
+        Some(config) => Ok(Some(kube::Client::try_from(config)?)),
+        None => Ok(None),
+    }
+}
+
+/// A loopback TCP relay to the API server that can be cut, to take one elector off the
+/// network while the other keeps its connection.
+struct Relay {
+    port: u16,
+    task: JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(upstream: String) -> anyhow::Result<Relay> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let task = tokio::spawn(async move {
+            let mut connections = JoinSet::new();
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                connections.spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Ok(Relay { port, task })
+    }
+
+    /// Closes the listener and every relayed connection (the JoinSet aborts them).
+    fn cut(self) {
+        self.task.abort();
+    }
+}
+
+/// One running elector and the channels to watch and stop it.
+struct Elector {
+    identity: String,
+    leading: watch::Receiver<bool>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Drop for Elector {
+    /// A failed test must not leave an elector rewriting the Lease after the cleanup.
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The lease name for one test: unique per process and run.
+fn unique_name() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "wasmop-lease-test-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000_000
+    )
+}
+
+fn start(client: &kube::Client, name: &str, identity: &str) -> Elector {
+    let cfg = LeaseConfig {
+        lease_duration: LEASE,
+        renew_every: Duration::from_secs(1),
+        retry_every: Duration::from_millis(500),
+        ..LeaseConfig::new("default", name, identity)
+    };
+    let (leading_tx, leading) = watch::channel(false);
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(run_elector(client.clone(), cfg, leading_tx, stop_rx));
+    Elector {
+        identity: identity.to_owned(),
+        leading,
+        stop,
+        task: Some(task),
+    }
+}
+
+impl Elector {
+    fn leads(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    async fn shut_down(mut self) -> anyhow::Result<()> {
+        self.stop.send_replace(true);
+        let task = self.task.take().context("already stopped")?;
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .context("elector did not stop")??
+    }
+}
+
+/// Polls until `cond` holds, checking `invariant` at every step, for at most `limit`.
+async fn wait_until(
+    limit: Duration,
+    mut invariant: impl FnMut() -> anyhow::Result<()>,
+    mut cond: impl FnMut() -> bool,
+) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    loop {
+        invariant()?;
+        if cond() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            bail!("condition not reached within {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How the first leader goes away.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Exit {
+    /// Shutdown signal: it steps down and releases the lease.
+    Graceful,
+    /// Its task is aborted: the lease is left to expire.
+    Crash,
+}
+
+async fn scenario(client: &kube::Client, name: &str, exit: Exit) -> anyhow::Result<()> {
+    let a = start(client, name, "elector-a");
+    let b = start(client, name, "elector-b");
+    let never_both = || {
+        ensure!(!(a.leads() && b.leads()), "both electors lead at once");
+        Ok(())
+    };
+    wait_until(LEASE + SLACK, never_both, || a.leads() || b.leads()).await?;
+    // Stable: the same one leads over several renewals, the other stays a standby.
+    let first_a = a.leads();
+    let steady = Instant::now();
+    while steady.elapsed() < LEASE {
+        never_both()?;
+        ensure!(
+            a.leads() == first_a && b.leads() != first_a,
+            "leadership changed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let (leader, standby) = if a.leads() { (a, b) } else { (b, a) };
+    let api: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let before = api.get(name).await?.spec.unwrap_or_default();
+    ensure!(before.holder_identity.as_deref() == Some(leader.identity.as_str()));
+    ensure!(before.lease_duration_seconds == Some(3));
+    ensure!(before.acquire_time.is_some() && before.renew_time.is_some());
+
+    let leader_rx = leader.leading.clone();
+    match exit {
+        Exit::Graceful => {
+            leader.shut_down().await?;
+            ensure!(!*leader_rx.borrow(), "a stopped leader must announce false");
+        }
+        Exit::Crash => drop(leader),
+    }
+    let took = wait_until(LEASE + SLACK, || Ok(()), || standby.leads()).await?;
+    println!("{exit:?}: standby took over {took:?} after the leader stopped");
+    if exit == Exit::Graceful {
+        ensure!(
+            took < LEASE,
+            "a released lease should be taken at once, took {took:?}"
+        );
+    }
+
+    let after = api.get(name).await?.spec.unwrap_or_default();
+    ensure!(after.holder_identity.as_deref() == Some(standby.identity.as_str()));
+    ensure!(
+        after.lease_transitions.unwrap_or(0) > before.lease_transitions.unwrap_or(0),
+        "leaseTransitions did not grow: {before:?} -> {after:?}"
+    );
+    standby.shut_down().await
+}
+
+async fn run(exit: Exit) -> anyhow::Result<()> {
+    let Some(client) = client().await? else {
+        println!("skipped: WASMOP_TEST_KUBECONFIG not set");
+        return Ok(());
+    };
+    let name = unique_name();
+    let result = scenario(&client, &name, exit).await;
+    let api: Api<Lease> = Api::namespaced(client, "default");
+    let cleanup = api.delete(&name, &DeleteParams::default()).await;
+    result?;
+    cleanup.context("deleting the test Lease")?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_and_fast_takeover_on_shutdown() -> anyhow::Result<()> {
+    run(Exit::Graceful).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashed_leader_is_replaced_after_expiry() -> anyhow::Result<()> {
+    run(Exit::Crash).await
+}
+
+async fn cut_off(config: kube::Config, name: &str) -> anyhow::Result<()> {
+    let direct = kube::Client::try_from(config.clone())?;
+    let upstream = config
+        .cluster_url
+        .authority()
+        .context("cluster URL without host")?
+        .to_string();
+    let relay = Relay::start(upstream).await?;
+    let mut relayed = config;
+    relayed.cluster_url = format!("https://127.0.0.1:{}", relay.port).parse()?;
+    let relayed = kube::Client::try_from(relayed)?;
+
+    let a = start(&relayed, name, "elector-a");
+    wait_until(LEASE + SLACK, || Ok(()), || a.leads()).await?;
+    let b = start(&direct, name, "elector-b");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ensure!(a.leads() && !b.leads(), "a should still lead");
+
+    relay.cut();
+    let never_both = || {
+        ensure!(!(a.leads() && b.leads()), "both electors lead at once");
+        Ok(())
+    };
+    let stepped_down = wait_until(LEASE + SLACK, never_both, || !a.leads()).await?;
+    ensure!(
+        stepped_down <= LEASE,
+        "stepped down {stepped_down:?} after the cut"
+    );
+    let took = wait_until(LEASE + SLACK, never_both, || b.leads()).await?;
+    println!("cut off: a stepped down after {stepped_down:?}, b led {took:?} later");
+    b.shut_down().await?;
+    drop(a);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_cut_off_steps_down_before_takeover() -> anyhow::Result<()> {
+    let Some(config) = config().await? else {
+        println!("skipped: WASMOP_TEST_KUBECONFIG not set");
+        return Ok(());
+    };
+    let name = unique_name();
+    let result = cut_off(config.clone(), &name).await;
+    let api: Api<Lease> = Api::namespaced(kube::Client::try_from(config)?, "default");
+    let cleanup = api.delete(&name, &DeleteParams::default()).await;
+    result?;
+    cleanup.context("deleting the test Lease")?;
+    Ok(())
+}
