@@ -1,0 +1,367 @@
+//! Support for end-to-end tests against the local control plane (`tests/cluster/`): a
+//! cluster per test, a `wasmop run` child process, a client, and polling helpers. Every
+//! helper stops what it started when dropped.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Where the plugin components were built (`make plugins`); `WASMOP_PLUGIN_DIR` overrides.
+pub fn plugin_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("WASMOP_PLUGIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo().join("target"));
+    target.join("wasm32-wasip2/plugin")
+}
+
+/// A unique scratch directory, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// Creates `/tmp/wasmop-<tag>-<pid>-<n>`.
+    pub fn new(tag: &str) -> Scratch {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "wasmop-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A local control plane started for one test and stopped when dropped.
+pub struct Cluster {
+    /// State directory of the control plane.
+    pub state: PathBuf,
+    /// Admin kubeconfig.
+    pub kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    /// Starts a control plane in a fresh state directory (building it first if needed).
+    pub fn start(tag: &str) -> Cluster {
+        let state = std::env::temp_dir().join(format!("wasmop-e2e-{tag}-{}", std::process::id()));
+        let out = Command::new(repo().join("tests/cluster/up"))
+            .arg("--state")
+            .arg(&state)
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .status()
+            .expect("run tests/cluster/up");
+        assert!(out.success(), "tests/cluster/up failed");
+        Cluster {
+            kubeconfig: state.join("kubeconfig"),
+            state,
+        }
+    }
+
+    /// Restarts one component (`apiserver` or `etcd`), keeping its data.
+    pub fn restart(&self, component: &str) {
+        let ok = Command::new(repo().join("tests/cluster/restart"))
+            .arg("--state")
+            .arg(&self.state)
+            .arg(component)
+            .status()
+            .expect("run tests/cluster/restart")
+            .success();
+        assert!(ok, "restarting {component} failed");
+    }
+
+    /// An admin client.
+    pub async fn client(&self) -> Client {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        Client::try_from(config).unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("tests/cluster/down"))
+            .arg("--state")
+            .arg(&self.state)
+            .status();
+    }
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `wasmop run` process, killed when dropped.
+pub struct Host {
+    child: Option<Child>,
+    /// Its log file.
+    pub log: PathBuf,
+    /// Address of its HTTP endpoints.
+    pub addr: String,
+    _plugins: Scratch,
+}
+
+impl Host {
+    /// Starts `wasmop run` with the given plugin files (from [`plugin_dir`]) and extra args.
+    pub fn start(
+        cluster: &Cluster,
+        plugins: &[&str],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Host {
+        let dir = Scratch::new("plugins");
+        for p in plugins {
+            std::fs::copy(plugin_dir().join(p), dir.0.join(p)).unwrap_or_else(|e| {
+                panic!("{p}: {e}; build the plugins first with `make plugins`")
+            });
+        }
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let log = dir.0.with_extension("log");
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .arg("run")
+            .arg("--plugins")
+            .arg(&dir.0)
+            .arg("--kubeconfig")
+            .arg(&cluster.kubeconfig)
+            .arg("--install-crds")
+            .arg("--listen")
+            .arg(&addr)
+            .args(extra)
+            .envs(env.iter().copied())
+            .env("WASMOP_LOG", "info")
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("start wasmop run");
+        Host {
+            child: Some(child),
+            log,
+            addr,
+            _plugins: dir,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// Resident memory of the host process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    /// Kills the process with SIGKILL and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit; returns whether it exited in time.
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        false
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GET a path of the HTTP endpoints; returns (status, body).
+    pub fn http_get(&self, path: &str) -> Option<(u16, String)> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        )
+        .ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        let status = text.split_whitespace().nth(1)?.parse().ok()?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Some((status, body))
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- wasmop log ({}) ---\n{}",
+                self.log.display(),
+                tail(&self.log_text(), 60)
+            );
+        }
+        self.kill();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The PodReplica API resource.
+pub fn podreplica_resource() -> ApiResource {
+    ApiResource {
+        group: "app.example.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "app.example.com/v1alpha1".into(),
+        kind: "PodReplica".into(),
+        plural: "podreplicas".into(),
+    }
+}
+
+/// The ChaosPod API resource.
+pub fn chaospod_resource() -> ApiResource {
+    ApiResource {
+        group: "app.example.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "app.example.com/v1alpha1".into(),
+        kind: "ChaosPod".into(),
+        plural: "chaospods".into(),
+    }
+}
+
+/// Server-side applies `object` (JSON with apiVersion, kind, metadata.name) as the test.
+pub async fn apply(
+    client: &Client,
+    ar: &ApiResource,
+    ns: &str,
+    object: &Value,
+) -> Result<DynamicObject, kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    let name = object["metadata"]["name"].as_str().unwrap();
+    api.patch(
+        name,
+        &PatchParams::apply("e2e-test").force(),
+        &Patch::Apply(object),
+    )
+    .await
+}
+
+/// Waits until every cached CRD of `plural.group` is served (the host installs them).
+pub async fn wait_for_crd(client: &Client, ar: &ApiResource) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+    eventually(
+        Duration::from_secs(60),
+        &format!("CRD {} served", ar.plural),
+        || {
+            let api = api.clone();
+            async move { api.list(&Default::default()).await.ok().map(|_| ()) }
+        },
+    )
+    .await;
+}
+
+/// Pods of namespace `ns` controlled by `owner_uid` that are not terminating, with their phase.
+pub async fn live_owned_pods(client: &Client, ns: &str, owner_uid: &str) -> Vec<(String, String)> {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o.uid == owner_uid && o.controller == Some(true))
+        })
+        .map(|p| {
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.status.and_then(|s| s.phase).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Path helper for messages.
+pub fn show(p: &Path) -> String {
+    p.display().to_string()
+}
