@@ -194,9 +194,10 @@ async fn pause(wait: Duration, shutdown: &mut watch::Receiver<bool>) {
 /// on `leading` whether this replica leads (only changes are sent; it starts at `false`).
 ///
 /// API errors never end the loop: they are logged and retried every `retry_every`. Each
-/// round trip is bounded by `renew_every`. On shutdown a leader sends `false`, then
-/// releases the lease (best effort: if that fails, the lease simply expires). Returns an
-/// error only for an invalid configuration.
+/// round trip is bounded by `renew_every`, and a leader's also by the time left until it
+/// must step down. On shutdown a leader sends `false`, then releases the lease if the
+/// server still names it the holder (best effort: if that fails, the lease simply
+/// expires). Returns an error only for an invalid configuration.
 pub async fn run_elector(
     client: kube::Client,
     cfg: LeaseConfig,
@@ -211,12 +212,23 @@ pub async fn run_elector(
     let mut is_leader = false;
     let mut last_renewed = Instant::now();
     let mut conflicts_in_a_row = 0u32;
+    // A write cut short by the timeout may still have reached the server.
+    let mut may_hold = false;
 
     while !shutting_down(&shutdown) {
         let started = Instant::now();
-        let attempt = tokio::time::timeout(cfg.renew_every, try_acquire_or_renew(&api, &cfg))
+        let deadline = last_renewed + cfg.lease_duration;
+        // A leader never waits on a request past the moment it must step down.
+        let budget = if is_leader {
+            cfg.renew_every
+                .min(deadline.saturating_duration_since(started))
+        } else {
+            cfg.renew_every
+        };
+        let attempt = tokio::time::timeout(budget, try_acquire_or_renew(&api, &cfg))
             .await
             .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())));
+        may_hold = matches!(attempt, Ok(Attempt::Holding) | Err(_));
         let wait = match attempt {
             Ok(Attempt::Holding) => {
                 conflicts_in_a_row = 0;
@@ -255,7 +267,6 @@ pub async fn run_elector(
             }
             Err(error) => {
                 conflicts_in_a_row = 0;
-                let deadline = last_renewed + cfg.lease_duration;
                 if is_leader && Instant::now() >= deadline {
                     tracing::warn!(%lease, %error, "could not renew lease in time: stepping down");
                     is_leader = false;
@@ -276,7 +287,7 @@ pub async fn run_elector(
         }
     }
 
-    if is_leader {
+    if is_leader || may_hold {
         set(false);
         match tokio::time::timeout(cfg.renew_every, release(&api, &cfg)).await {
             Ok(Ok(true)) => tracing::info!(%lease, "released lease on shutdown"),

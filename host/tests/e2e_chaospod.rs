@@ -1,0 +1,124 @@
+//! End to end: ChaosPod deletes only prefix-matching pods, at its interval, within the
+//! host's delete budget, never the host's own pod; a dry run deletes nothing.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use support::*;
+
+async fn make_pod(pods: &Api<Pod>, name: &str) {
+    let pod: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+}
+
+async fn live_names(pods: &Api<Pod>) -> BTreeSet<String> {
+    pods.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chaos_kills_only_matches_within_budget_and_spares_the_host() {
+    let cluster = Cluster::start("chaospod");
+    // The host believes it runs as pod `victim-host` in `default`: the guard must spare it.
+    let host = Host::start(
+        &cluster,
+        &["chaospod.wasm"],
+        &["--delete-budget", "3"],
+        &[("POD_NAME", "victim-host"), ("POD_NAMESPACE", "default")],
+    );
+    let client = cluster.client().await;
+    let ar = chaospod_resource();
+    wait_for_crd(&client, &ar).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for name in [
+        "victim-host",
+        "victim-a",
+        "victim-b",
+        "victim-c",
+        "victim-d",
+        "victim-e",
+        "bystander-a",
+        "bystander-b",
+    ] {
+        make_pod(&pods, name).await;
+    }
+    // A dry run first: it reports but deletes nothing.
+    apply(&client, &ar, "default", &json!({"apiVersion": "app.example.com/v1alpha1", "kind": "ChaosPod",
+        "metadata": {"name": "dry", "namespace": "default"},
+        "spec": {"prefix": "bystander-", "intervalSeconds": 1, "maxKillsPerRun": 2, "dryRun": true}}))
+    .await
+    .unwrap();
+    let chaos_api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &ar);
+    eventually(Duration::from_secs(60), "dry run reports victims", || {
+        let api = chaos_api.clone();
+        async move {
+            let s = api.get("dry").await.ok()?.data["status"].clone();
+            (s["history"].as_array().map_or(0, Vec::len) >= 2).then_some(())
+        }
+    })
+    .await;
+    assert!(
+        live_names(&pods).await.contains("bystander-a")
+            && live_names(&pods).await.contains("bystander-b")
+    );
+
+    // The real thing: every second, two victims among `victim-*`; the budget allows 3 a minute.
+    apply(
+        &client,
+        &ar,
+        "default",
+        &json!({"apiVersion": "app.example.com/v1alpha1", "kind": "ChaosPod",
+        "metadata": {"name": "chaos", "namespace": "default"},
+        "spec": {"prefix": "victim-", "intervalSeconds": 1, "maxKillsPerRun": 2}}),
+    )
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the budget is spent and a plan refused",
+        || async {
+            let log = host.log_text();
+            log.contains("delete-budget").then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let left = live_names(&pods).await;
+    let killed: Vec<&str> = ["victim-a", "victim-b", "victim-c", "victim-d", "victim-e"]
+        .into_iter()
+        .filter(|n| !left.contains(*n))
+        .collect();
+    println!("killed {killed:?}; left {left:?}");
+    assert!(
+        left.contains("victim-host"),
+        "the host's own pod was deleted"
+    );
+    assert!(
+        left.contains("bystander-a") && left.contains("bystander-b"),
+        "a non-matching pod was deleted"
+    );
+    assert!(!killed.is_empty(), "nothing was killed");
+    assert!(
+        killed.len() <= 3,
+        "more deletions than the budget: {killed:?}"
+    );
+    let status = chaos_api.get("chaos").await.unwrap().data["status"].clone();
+    assert!(status["totalKills"].as_i64().unwrap() >= 1, "{status}");
+    let (_, metrics) = host.http_get("/metrics").unwrap();
+    assert!(metrics.contains("rule=\"delete-budget\""), "{metrics}");
+}

@@ -1,0 +1,87 @@
+//! End to end: a hostile plugin (endless loop, memory bomb) next to PodReplica does not
+//! keep PodReplica from converging.
+
+mod support;
+
+use std::time::Duration;
+
+use kube::api::ApiResource;
+use serde_json::json;
+use support::*;
+
+fn hostile_resource() -> ApiResource {
+    ApiResource {
+        group: "test.wasmop.dev".into(),
+        version: "v1".into(),
+        api_version: "test.wasmop.dev/v1".into(),
+        kind: "Hostile".into(),
+        plural: "hostiles".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_plugin_does_not_stop_podreplica() {
+    let cluster = Cluster::start("hostile");
+    let host = Host::start(
+        &cluster,
+        &["podreplica.wasm", "wasmop_hostile.wasm"],
+        &["--call-timeout-ms", "300", "--call-memory-mib", "32"],
+        &[],
+    );
+    let client = cluster.client().await;
+    let hostile = hostile_resource();
+    wait_for_crd(&client, &hostile).await;
+    wait_for_crd(&client, &podreplica_resource()).await;
+    for (name, mode) in [
+        ("spin-1", "spin"),
+        ("spin-2", "spin"),
+        ("bomb-1", "bomb"),
+        ("bomb-2", "bomb"),
+        ("panic-1", "panic"),
+    ] {
+        apply(
+            &client,
+            &hostile,
+            "default",
+            &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Hostile",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"mode": mode}}),
+        )
+        .await
+        .unwrap();
+    }
+    let pr = apply(&client, &podreplica_resource(), "default", &json!({"apiVersion": "app.example.com/v1alpha1",
+        "kind": "PodReplica", "metadata": {"name": "steady", "namespace": "default"}, "spec": {"size": 3}}))
+    .await
+    .unwrap();
+    let uid = pr.metadata.uid.unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "PodReplica converges next to the hostile plugin",
+        || async {
+            let pods = live_owned_pods(&client, "default", &uid).await;
+            (pods.len() == 3 && pods.iter().all(|(_, p)| p == "Running")).then_some(())
+        },
+    )
+    .await;
+    // The hostile calls were stopped, reported and counted, and the host is still alive.
+    eventually(Duration::from_secs(30), "faults counted", || async {
+        let (_, m) = host.http_get("/metrics")?;
+        (m.contains("wasmop_sandbox_timeouts_total{plugin=\"hostile\"")
+            && m.contains("kind=\"out_of_memory\""))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(host.http_get("/healthz").unwrap().0, 200);
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), "default");
+    let reasons: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "PluginFault"), "{reasons:?}");
+    assert!(live_owned_pods(&client, "default", &uid).await.len() == 3);
+}
