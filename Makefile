@@ -16,7 +16,7 @@ export WASMOP_PLUGIN_DIR := $(PLUGIN_DIR)
 GUESTS := -p podreplica -p chaospod
 PLUGIN_CRATES := $(GUESTS) -p wasmop-hostile
 
-.PHONY: all setup host plugins test lint test-host test-guests test-guests-wasm golden crds crds-check cluster-test demo clean-cache
+.PHONY: all setup host plugins test lint test-host e2e test-guests test-guests-wasm golden crds crds-check cluster-test demo clean-cache
 
 all: host plugins
 
@@ -36,7 +36,7 @@ plugins: setup
 	@ls -l $(PLUGIN_DIR)/*.wasm
 
 ## test: the whole suite
-test: lint test-host test-guests test-guests-wasm golden crds-check cluster-test
+test: lint test-host test-guests test-guests-wasm golden crds-check cluster-test e2e
 	@echo "make test: all suites passed"
 
 lint: setup
@@ -45,7 +45,12 @@ lint: setup
 	cargo clippy --target wasm32-wasip2 -p wasmop-sdk $(PLUGIN_CRATES) -- -D warnings
 
 test-host: host plugins
-	cargo test -p wasmop -p wasmop-contract
+	cargo test -p wasmop-contract
+	cargo test -p wasmop --lib --bins --test hostile
+
+## e2e: the host against a local control plane (one cluster per test, one test at a time)
+e2e: host plugins
+	cargo test -p wasmop --test 'e2e_*' -- --test-threads=1 --nocapture
 
 ## test-guests: guest unit tests, natively
 test-guests: setup

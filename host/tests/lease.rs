@@ -37,34 +37,68 @@ async fn client() -> anyhow::Result<Option<kube::Client>> {
     }
 }
 
-/// A loopback TCP relay to the API server that can be cut, to take one elector off the
-/// network while the other keeps its connection.
+/// How a relay breaks the link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    /// Connections are closed and new ones refused: requests fail at once.
+    Refuse,
+    /// Connections are closed; new ones are accepted and never answered: requests hang.
+    Blackhole,
+}
+
+/// A loopback TCP relay to the API server that can break the link, to take one elector
+/// off the network while the other keeps its connection.
 struct Relay {
     port: u16,
+    fault: watch::Sender<Option<Fault>>,
     task: JoinHandle<()>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Relay {
     async fn start(upstream: String) -> anyhow::Result<Relay> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
+        let (fault, mut faulted) = watch::channel(None);
         let task = tokio::spawn(async move {
             let mut connections = JoinSet::new();
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                connections.spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            let mut held = Vec::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((mut inbound, _)) = accepted else { return };
+                        if faulted.borrow().is_some() {
+                            held.push(inbound);
+                            continue;
+                        }
+                        let upstream = upstream.clone();
+                        connections.spawn(async move {
+                            if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound)
+                                    .await;
+                            }
+                        });
                     }
-                });
+                    changed = faulted.changed() => {
+                        connections.abort_all();
+                        let fault = *faulted.borrow();
+                        if changed.is_err() || fault == Some(Fault::Refuse) {
+                            return;
+                        }
+                    }
+                }
             }
         });
-        Ok(Relay { port, task })
+        Ok(Relay { port, fault, task })
     }
 
-    /// Closes the listener and every relayed connection (the JoinSet aborts them).
-    fn cut(self) {
-        self.task.abort();
+    fn break_link(&self, fault: Fault) {
+        self.fault.send_replace(Some(fault));
     }
 }
 
@@ -234,7 +268,7 @@ async fn crashed_leader_is_replaced_after_expiry() -> anyhow::Result<()> {
     run(Exit::Crash).await
 }
 
-async fn cut_off(config: kube::Config, name: &str) -> anyhow::Result<()> {
+async fn cut_off(config: kube::Config, name: &str, fault: Fault) -> anyhow::Result<()> {
     let direct = kube::Client::try_from(config.clone())?;
     let upstream = config
         .cluster_url
@@ -252,7 +286,7 @@ async fn cut_off(config: kube::Config, name: &str) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     ensure!(a.leads() && !b.leads(), "a should still lead");
 
-    relay.cut();
+    relay.break_link(fault);
     let never_both = || {
         ensure!(!(a.leads() && b.leads()), "both electors lead at once");
         Ok(())
@@ -263,23 +297,33 @@ async fn cut_off(config: kube::Config, name: &str) -> anyhow::Result<()> {
         "stepped down {stepped_down:?} after the cut"
     );
     let took = wait_until(LEASE + SLACK, never_both, || b.leads()).await?;
-    println!("cut off: a stepped down after {stepped_down:?}, b led {took:?} later");
+    println!("{fault:?}: a stepped down after {stepped_down:?}, b led {took:?} later");
     b.shut_down().await?;
     drop(a);
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leader_cut_off_steps_down_before_takeover() -> anyhow::Result<()> {
+/// Runs [`cut_off`] on a fresh Lease and deletes it afterwards.
+async fn run_cut_off(fault: Fault) -> anyhow::Result<()> {
     let Some(config) = config().await? else {
         println!("skipped: WASMOP_TEST_KUBECONFIG not set");
         return Ok(());
     };
     let name = unique_name();
-    let result = cut_off(config.clone(), &name).await;
+    let result = cut_off(config.clone(), &name, fault).await;
     let api: Api<Lease> = Api::namespaced(kube::Client::try_from(config)?, "default");
     let cleanup = api.delete(&name, &DeleteParams::default()).await;
     result?;
     cleanup.context("deleting the test Lease")?;
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_refused_by_network_steps_down_before_takeover() -> anyhow::Result<()> {
+    run_cut_off(Fault::Refuse).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_whose_requests_hang_steps_down_before_takeover() -> anyhow::Result<()> {
+    run_cut_off(Fault::Blackhole).await
 }
