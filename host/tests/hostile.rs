@@ -1,7 +1,7 @@
 //! Hostile plugins are stopped with the right error, within their limits, without
 //! affecting the host or other plugins.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,7 +12,7 @@ use wasmop::runtime::{CallError, Entry, Limits, LoadError, LoadedPlugin, Observe
 
 fn hostile(sandbox: &Sandbox, limits: Limits) -> LoadedPlugin {
     sandbox
-        .load(&common::plugin_bytes("wasmop_hostile.wasm"), limits)
+        .load(&support::plugin_bytes("wasmop_hostile.wasm"), limits)
         .expect("the hostile plugin loads")
 }
 

@@ -27,6 +27,13 @@ pub fn plugin_dir() -> PathBuf {
     target.join("wasm32-wasip2/plugin")
 }
 
+/// The bytes of a built plugin, with a clear message when it has not been built.
+pub fn plugin_bytes(file: &str) -> Vec<u8> {
+    let path = plugin_dir().join(file);
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; build the plugins first with `make plugins`", path.display()))
+}
+
 /// A unique scratch directory, removed on drop.
 pub struct Scratch(pub PathBuf);
 
