@@ -79,6 +79,10 @@ crds-check: host plugins
 	    || { echo "deploy/crds/$$p.yaml is out of date: run 'make crds'" >&2; exit 1; }; \
 	done; echo "crds: deploy/crds is up to date"
 
+## demo: the article's operators on a local control plane, step by step
+demo:
+	scripts/demo
+
 ## cluster-test: the local control plane's own test
 cluster-test:
 	tests/cluster/smoke-test

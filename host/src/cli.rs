@@ -28,7 +28,7 @@ pub enum Command {
     /// Run a wasm32-wasip2 command component (cargo's runner for guest unit tests).
     WasiRun(offline::wasi_run::WasiRunArgs),
     /// Run the operator host: watch, ask the plugins, check their plans, carry them out.
-    Run(crate::operator::RunArgs),
+    Run(Box<crate::operator::RunArgs>),
 }
 
 /// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`).
@@ -60,7 +60,7 @@ pub fn main() -> ExitCode {
         _ => init_logging("warn", false),
     }
     let result = match &cli.command {
-        Command::Run(a) => run_host(a.clone()).map(|()| ExitCode::SUCCESS),
+        Command::Run(a) => run_host((**a).clone()).map(|()| ExitCode::SUCCESS),
         Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),
         Command::Plan(a) => offline::plan::run(a).map(exit_if),
         Command::Test(a) => offline::golden::run(a).map(exit_if),

@@ -30,8 +30,12 @@ pub fn plugin_dir() -> PathBuf {
 /// The bytes of a built plugin, with a clear message when it has not been built.
 pub fn plugin_bytes(file: &str) -> Vec<u8> {
     let path = plugin_dir().join(file);
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; build the plugins first with `make plugins`", path.display()))
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the plugins first with `make plugins`",
+            path.display()
+        )
+    })
 }
 
 /// A unique scratch directory, removed on drop.
