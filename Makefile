@@ -51,6 +51,7 @@ test-host: host plugins
 ## e2e: the host against a local control plane (one cluster per test, one test at a time)
 e2e: host plugins
 	cargo test -p wasmop --test 'e2e_*' -- --test-threads=1 --nocapture
+	scripts/with-cluster cargo test -p wasmop --test lease -- --test-threads=1
 
 ## test-guests: guest unit tests, natively
 test-guests: setup

@@ -1,0 +1,97 @@
+//! End to end: two host replicas with leader election; one acts; kill it and the other
+//! takes over within the lease duration.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::*;
+
+fn podreplica(size: i64) -> serde_json::Value {
+    json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+           "metadata": {"name": "ha", "namespace": "default"}, "spec": {"size": size}})
+}
+
+fn leads(host: &Host) -> bool {
+    host.http_get("/metrics")
+        .is_some_and(|(_, m)| m.lines().any(|l| l == "wasmop_leader 1"))
+}
+
+fn reconciled(host: &Host) -> bool {
+    host.http_get("/metrics")
+        .is_some_and(|(_, m)| m.contains("wasmop_reconciles_total{plugin=\"podreplica\""))
+}
+
+async fn converged(client: &kube::Client, uid: &str, n: usize) -> Option<()> {
+    let pods = live_owned_pods(client, "default", uid).await;
+    (pods.len() == n && pods.iter().all(|(_, p)| p == "Running")).then_some(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn standby_takes_over_within_the_lease() {
+    let cluster = Cluster::start("leader");
+    let lease = [
+        "--leader-election",
+        "--lease-seconds",
+        "4",
+        "--lease-namespace",
+        "default",
+    ];
+    let mut a = Host::start(
+        &cluster,
+        &["podreplica.wasm"],
+        &[&lease[..], &["--identity", "replica-a"]].concat(),
+        &[],
+    );
+    let client = cluster.client().await;
+    let ar = podreplica_resource();
+    wait_for_crd(&client, &ar).await;
+    eventually(Duration::from_secs(60), "replica a leads", || async {
+        leads(&a).then_some(())
+    })
+    .await;
+    let mut b = Host::start(
+        &cluster,
+        &["podreplica.wasm"],
+        &[&lease[..], &["--identity", "replica-b"]].concat(),
+        &[],
+    );
+    let pr = apply(&client, &ar, "default", &podreplica(2))
+        .await
+        .unwrap();
+    let uid = pr.metadata.uid.unwrap();
+    eventually(Duration::from_secs(60), "2 pods by the leader", || {
+        converged(&client, &uid, 2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!leads(&b), "both replicas lead");
+    assert!(!reconciled(&b), "the standby reconciled");
+
+    // Kill the leader without a chance to release the lease; ask for more pods.
+    a.kill();
+    let killed = Instant::now();
+    apply(&client, &ar, "default", &podreplica(3))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "replica b takes over and converges",
+        || converged(&client, &uid, 3),
+    )
+    .await;
+    let takeover = killed.elapsed();
+    println!("standby converged {takeover:?} after the leader was killed (lease 4s)");
+    assert!(leads(&b));
+    assert!(
+        takeover < Duration::from_secs(4 + 6),
+        "takeover took {takeover:?}"
+    );
+
+    // A graceful stop releases the lease at once.
+    assert!(
+        b.terminate(Duration::from_secs(20)),
+        "SIGTERM did not stop the host"
+    );
+}
