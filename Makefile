@@ -16,7 +16,7 @@ export WASMOP_PLUGIN_DIR := $(PLUGIN_DIR)
 GUESTS := -p podreplica -p chaospod
 PLUGIN_CRATES := $(GUESTS) -p wasmop-hostile
 
-.PHONY: all setup host plugins test lint test-host e2e test-guests test-guests-wasm golden crds crds-check cluster-test demo clean-cache
+.PHONY: all setup host plugins test lint test-host e2e bench test-guests test-guests-wasm golden crds crds-check cluster-test demo clean-cache
 
 all: host plugins
 
@@ -30,9 +30,14 @@ setup:
 host: setup
 	cargo build -p wasmop
 
-## plugins: build the plugin components with the size profile
+## plugins: build the plugin components with the size profile (plus the test-only
+## variants: PodReplica v2 and a plugin that traps in info(), for the hot-swap tests)
 plugins: setup
 	cargo build --target wasm32-wasip2 --profile plugin $(PLUGIN_CRATES)
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variants cargo build --target wasm32-wasip2 --profile plugin \
+	  -p podreplica --features podreplica/v2 -p wasmop-hostile --features wasmop-hostile/trap-info
+	cp $(CARGO_TARGET_DIR)/variants/wasm32-wasip2/plugin/podreplica.wasm $(PLUGIN_DIR)/podreplica_v2.wasm
+	cp $(CARGO_TARGET_DIR)/variants/wasm32-wasip2/plugin/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_trap_info.wasm
 	@ls -l $(PLUGIN_DIR)/*.wasm
 
 ## test: the whole suite
@@ -72,13 +77,21 @@ crds: host plugins
 	mkdir -p deploy/crds
 	$(WASMOP) info --crd $(PLUGIN_DIR)/podreplica.wasm > deploy/crds/podreplica.yaml
 	$(WASMOP) info --crd $(PLUGIN_DIR)/chaospod.wasm > deploy/crds/chaospod.yaml
+	$(WASMOP) crd > deploy/crds/wasmplugin.yaml
 
 ## crds-check: fail when deploy/crds is out of date
 crds-check: host plugins
 	@for p in podreplica chaospod; do \
 	  $(WASMOP) info --crd $(PLUGIN_DIR)/$$p.wasm | diff -u deploy/crds/$$p.yaml - \
 	    || { echo "deploy/crds/$$p.yaml is out of date: run 'make crds'" >&2; exit 1; }; \
-	done; echo "crds: deploy/crds is up to date"
+	done
+	@$(WASMOP) crd | diff -u deploy/crds/wasmplugin.yaml - \
+	  || { echo "deploy/crds/wasmplugin.yaml is out of date: run 'make crds'" >&2; exit 1; }
+	@echo "crds: deploy/crds is up to date"
+
+## bench: sandboxed decision against the same decision compiled natively (prints ratios)
+bench: plugins
+	cargo bench -p wasmop --bench decision
 
 ## demo: the article's operators on a local control plane, step by step
 demo:

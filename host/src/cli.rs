@@ -29,6 +29,11 @@ pub enum Command {
     WasiRun(offline::wasi_run::WasiRunArgs),
     /// Run the operator host: watch, ask the plugins, check their plans, carry them out.
     Run(Box<crate::operator::RunArgs>),
+    /// Upload a plugin version into the cluster (ConfigMap + WasmPlugin) and wait for the
+    /// host's verdict.
+    Push(crate::registry::push::PushArgs),
+    /// Print the CustomResourceDefinition of WasmPlugin (YAML).
+    Crd,
 }
 
 /// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`).
@@ -43,6 +48,22 @@ fn init_logging(default: &str, json: bool) {
     } else {
         builder.try_init()
     };
+}
+
+fn block_on<T>(f: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(f)
+}
+
+fn print_wasmplugin_crd() -> anyhow::Result<()> {
+    use kube::CustomResourceExt;
+    print!(
+        "{}",
+        offline::input::to_yaml(&crate::registry::WasmPlugin::crd())?
+    );
+    Ok(())
 }
 
 fn run_host(args: crate::operator::RunArgs) -> anyhow::Result<()> {
@@ -61,6 +82,8 @@ pub fn main() -> ExitCode {
     }
     let result = match &cli.command {
         Command::Run(a) => run_host((**a).clone()).map(|()| ExitCode::SUCCESS),
+        Command::Push(a) => block_on(crate::registry::push::run(a)).map(exit_if),
+        Command::Crd => print_wasmplugin_crd().map(|()| ExitCode::SUCCESS),
         Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),
         Command::Plan(a) => offline::plan::run(a).map(exit_if),
         Command::Test(a) => offline::golden::run(a).map(exit_if),

@@ -10,4 +10,5 @@ pub mod observe;
 pub mod offline;
 pub mod operator;
 pub mod ops;
+pub mod registry;
 pub mod runtime;

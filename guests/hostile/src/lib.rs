@@ -44,6 +44,9 @@ const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResou
 
 impl bindings::Guest for Hostile {
     fn info() -> PluginInfo {
+        if cfg!(feature = "trap-info") {
+            panic!("hostile plugin built to trap in info()");
+        }
         PluginInfo {
             name: "hostile".into(),
             version: "0.1.0".into(),

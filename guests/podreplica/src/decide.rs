@@ -88,6 +88,11 @@ fn status_for(pr: &PodReplica, live: &[Pod], size: i32, now_ms: i64) -> PodRepli
     } else {
         (false, "PodsNotReady", format!("{ready}/{size} pods ready"))
     };
+    let message = if cfg!(feature = "v2") {
+        format!("{message} (v2)")
+    } else {
+        message
+    };
     let previous = pr
         .status
         .as_ref()

@@ -40,7 +40,11 @@ impl Plugin for PodReplicaPlugin {
     fn info() -> PluginInfo {
         PluginInfo {
             name: "podreplica".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
+            version: if cfg!(feature = "v2") {
+                concat!(env!("CARGO_PKG_VERSION"), "-v2").into()
+            } else {
+                env!("CARGO_PKG_VERSION").into()
+            },
             primary: primary_kind(),
             crd: Some(serde_json::to_value(PodReplica::crd()).expect("CRD serialises")),
             relations: vec![Relation {

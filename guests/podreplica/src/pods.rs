@@ -9,6 +9,17 @@ use crate::types::PodReplicaSpec;
 
 /// Label put on every pod, with the PodReplica's name as value.
 pub const NAME_LABEL: &str = "app.example.com/podreplica";
+/// Label the `v2` build adds to the pods it creates.
+pub const VERSION_LABEL: &str = "app.example.com/plugin-version";
+
+fn labels(owner: &Identity) -> std::collections::BTreeMap<String, String> {
+    let mut labels =
+        std::collections::BTreeMap::from([(NAME_LABEL.to_string(), owner.name.clone())]);
+    if cfg!(feature = "v2") {
+        labels.insert(VERSION_LABEL.to_string(), "v2".to_string());
+    }
+    labels
+}
 
 /// The owned pods of one PodReplica, sorted into what the decision needs.
 #[derive(Debug, Default)]
@@ -79,7 +90,7 @@ pub fn new_pod(owner: &Identity, spec: &PodReplicaSpec) -> Pod {
         metadata: ObjectMeta {
             generate_name: Some(format!("{}-pod-", owner.name)),
             namespace: owner.namespace.clone(),
-            labels: Some([(NAME_LABEL.to_string(), owner.name.clone())].into()),
+            labels: Some(labels(owner)),
             owner_references: Some(vec![owner.controller_reference()]),
             ..ObjectMeta::default()
         },

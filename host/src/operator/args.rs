@@ -9,6 +9,16 @@ pub struct RunArgs {
     /// Directory of plugin components (`*.wasm`); each file is one plugin.
     #[arg(long, env = "WASMOP_PLUGINS", default_value = "/plugins")]
     pub plugins: PathBuf,
+    /// Namespace whose `WasmPlugin` uploads the host runs (default: the pod's namespace,
+    /// else `default`).
+    #[arg(long, env = "WASMOP_PLUGIN_NAMESPACE")]
+    pub plugin_namespace: Option<String>,
+    /// Do not watch `WasmPlugin` uploads; run only the plugins directory.
+    #[arg(long, env = "WASMOP_NO_UPLOADS")]
+    pub no_uploads: bool,
+    /// Seconds between two looks at the plugins directory for changed files.
+    #[arg(long, env = "WASMOP_PLUGINS_POLL_SECONDS", default_value_t = 2)]
+    pub plugins_poll_seconds: u64,
     /// Kubeconfig file; default: in-cluster configuration inside a pod, else
     /// `$KUBECONFIG` or `~/.kube/config`.
     #[arg(long, env = "WASMOP_KUBECONFIG")]

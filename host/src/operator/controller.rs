@@ -51,11 +51,13 @@ async fn wait_ready(store: &reflector::Store<DynamicObject>) {
 }
 
 /// Runs the controller of the plugin in `slot` until `shutdown` resolves; reconciles that
-/// are running then finish first. `synced` turns true once every cache has its first list.
+/// are running then finish first. `synced` turns true once every cache has its first list;
+/// a message on `reconcile_all` reconciles every object again (after a swap).
 pub async fn run_controller(
     deps: ControllerDeps,
     slot: Arc<PluginSlot>,
     synced: ReadyFlag,
+    reconcile_all: futures::channel::mpsc::UnboundedReceiver<()>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let info = slot.current().info.clone();
@@ -142,6 +144,7 @@ pub async fn run_controller(
                 .concurrency(deps.concurrency)
                 .debounce(Duration::from_millis(50)),
         )
+        .reconcile_all_on(reconcile_all)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| {

@@ -24,13 +24,13 @@ use kube::runtime::events::Reporter;
 use tokio::sync::watch;
 
 pub use args::RunArgs;
-use context::PluginSlot;
-use controller::{ControllerDeps, run_controller};
+use controller::ControllerDeps;
 use guard::{Guard, GuardConfig};
 
 use crate::ops::health::Health;
 use crate::ops::lease::{LeaseConfig, run_elector};
 use crate::ops::metrics::Metrics;
+use crate::registry::{Manager, sources};
 use crate::runtime::{Limits, Sandbox};
 
 /// A Kubernetes client from `--kubeconfig`, else the usual inference (in-cluster inside a
@@ -97,15 +97,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         wait_true(shutdown_rx.clone()),
     ));
 
-    let plugins = plugins::load_dir(&sandbox, &args.plugins, limits).await?;
     if args.install_crds {
-        for p in &plugins {
-            if let Some(crd) = &p.info.crd {
-                crds::install_crd(&client, crd).await?;
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(crate::registry::WasmPlugin::crd())?;
+        crds::install_crd(&client, &crd).await?;
+        for path in plugins::plugin_files(&args.plugins)? {
+            let bytes = tokio::fs::read(&path).await?;
+            match sandbox.load_async(bytes, limits).await {
+                Ok(p) => {
+                    if let Some(crd) = &p.info.crd {
+                        crds::install_crd(&client, crd).await?;
+                    }
+                }
+                Err(e) => tracing::error!(file = %path.display(), error = %e, "plugin refused"),
             }
         }
     }
-    plugins_ready.set(true);
 
     let (leading_tx, mut leading_rx) = watch::channel(!args.leader_election);
     let mut elector = None;
@@ -120,6 +127,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         cfg.renew_every = cfg.lease_duration / 3;
         cfg.retry_every = (cfg.lease_duration / 7).max(Duration::from_millis(200));
         tracing::info!(lease = %cfg.name, identity = %cfg.identity, "waiting to lead");
+        // A standby is ready: it is healthy and can take over (rollouts wait for readiness).
+        plugins_ready.set(true);
         elector = Some(tokio::spawn(run_elector(
             client.clone(),
             cfg,
@@ -131,6 +140,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             _ = wait_true(shutdown_rx.clone()) => return Ok(()),
         }
         metrics.leader.set(1);
+        plugins_ready.set(false);
     }
 
     let deps = ControllerDeps {
@@ -156,17 +166,51 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         concurrency: args.concurrency,
     };
-    let mut controllers = Vec::new();
-    for p in plugins {
-        let synced = health.flag(&format!("caches/{}", p.info.name));
-        let slot = Arc::new(PluginSlot::new(p));
-        controllers.push(tokio::spawn(run_controller(
-            deps.clone(),
-            slot,
-            synced,
-            wait_true(shutdown_rx.clone()),
-        )));
+    let manager = Arc::new(Manager::new(
+        deps,
+        health.clone(),
+        metrics.clone(),
+        limits,
+        shutdown_rx.clone(),
+    ));
+    let plugin_ns = args
+        .plugin_namespace
+        .clone()
+        .or_else(|| args.pod_namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    if !args.no_uploads {
+        // Uploads first: after a restart the host runs what was pushed, not an older file.
+        if let Err(e) = sources::load_cluster(&client, &manager, &plugin_ns).await {
+            tracing::warn!(error = %e, namespace = %plugin_ns, "cannot list WasmPlugins (is the CRD installed?)");
+        }
+        tokio::spawn(sources::watch_cluster(
+            client.clone(),
+            manager.clone(),
+            plugin_ns.clone(),
+            shutdown_rx.clone(),
+        ));
     }
+    if args.plugins.is_dir() {
+        tokio::spawn(sources::watch_dir(
+            manager.clone(),
+            args.plugins.clone(),
+            Duration::from_secs(args.plugins_poll_seconds.max(1)),
+            shutdown_rx.clone(),
+        ));
+    } else {
+        tracing::warn!(dir = %args.plugins.display(), "no plugins directory");
+    }
+    // The plugins are in once the first look at the directory is done.
+    let manager_ready = manager.clone();
+    tokio::spawn(async move {
+        for _ in 0..600 {
+            if !manager_ready.running().await.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        plugins_ready.set(true);
+    });
 
     let lost = async {
         if args.leader_election {
@@ -184,14 +228,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let _ = shutdown_tx.send(true);
         tracing::error!("lost the leadership: stopping");
     }
-    let grace = Duration::from_secs(args.shutdown_seconds);
-    let all = futures::future::join_all(controllers);
-    if tokio::time::timeout(grace, all).await.is_err() {
-        tracing::warn!(
-            ?grace,
-            "reconciles still running after the grace period; stopping anyway"
-        );
-    }
+    manager
+        .join(Duration::from_secs(args.shutdown_seconds))
+        .await;
     if let Some(e) = elector {
         let _ = tokio::time::timeout(Duration::from_secs(5), e).await;
     }

@@ -10,6 +10,7 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::context::Context;
 use super::execute::{self, Executed};
@@ -172,7 +173,6 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let plugin = ctx.slot.current();
     let key = object_key(&obj);
     let span = tracing::info_span!("reconcile", plugin = %plugin.info.name, version = %plugin.info.version, object = %key);
-    let _enter = span.enter();
     let started = Instant::now();
     let labels = crate::ops::metrics::PluginLabels::new(&plugin.info.name, &plugin.info.version);
     let in_flight = ctx
@@ -183,7 +183,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         })
         .clone();
     in_flight.inc();
-    let result = reconcile_with(&obj, &ctx, &plugin).await;
+    let result = reconcile_with(&obj, &ctx, &plugin).instrument(span).await;
     in_flight.dec();
     ctx.metrics.reconciles.get_or_create(&labels).inc();
     ctx.metrics

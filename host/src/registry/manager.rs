@@ -1,0 +1,312 @@
+//! The plugin manager: which plugin versions run, and the swap of a running plugin for a
+//! new version.
+//!
+//! Guarantees: a new version is compiled and validated before anything changes; a
+//! refused version leaves the running one alone; a swap is atomic (reconciles already
+//! running finish on the old version, later ones use the new one) and every existing
+//! object is reconciled again; a version that watches differently restarts its controller;
+//! the same bytes again change nothing. Offers are handled one at a time, in order, so of
+//! two quick uploads the later one ends up active.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use tokio::sync::{Mutex, watch};
+use tokio::task::JoinHandle;
+
+use crate::operator::context::PluginSlot;
+use crate::operator::controller::{ControllerDeps, run_controller};
+use crate::ops::health::Health;
+use crate::ops::metrics::{LoadLabels, LoadResult, Metrics};
+use crate::runtime::{Limits, LoadError, LoadedPlugin, PluginInfo, Sandbox, digest_of};
+
+/// Why an offered version was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct Rejection {
+    /// CamelCase reason for status conditions and Events.
+    pub reason: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Rejection {
+    /// A rejection with this reason.
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    fn from_load(e: &LoadError) -> Self {
+        let reason = match e {
+            LoadError::NotWasm | LoadError::CoreModule => "NotAComponent",
+            LoadError::Compile(_) => "CompileFailed",
+            LoadError::World(_) => "WorldMismatch",
+            LoadError::Info(_) => "InfoFailed",
+            LoadError::InvalidInfo(_) => "InvalidInfo",
+        };
+        Rejection::new(reason, e.to_string())
+    }
+}
+
+/// What happened to an accepted version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The same bytes already run: nothing changed.
+    Unchanged,
+    /// A new plugin: its controller started.
+    Started,
+    /// The running plugin now uses this version.
+    Swapped,
+    /// The version watches differently: its controller was restarted.
+    Restarted,
+}
+
+/// An accepted version.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// What it declares.
+    pub info: PluginInfo,
+    /// Its digest.
+    pub digest: String,
+    /// What changed.
+    pub change: Change,
+}
+
+struct Running {
+    slot: Arc<PluginSlot>,
+    origin: String,
+    stop: watch::Sender<bool>,
+    reconcile_all: mpsc::UnboundedSender<()>,
+    task: JoinHandle<()>,
+}
+
+/// Starts, swaps and stops plugin controllers.
+pub struct Manager {
+    deps: ControllerDeps,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    limits: Limits,
+    shutdown: watch::Receiver<bool>,
+    running: Mutex<HashMap<String, Running>>,
+}
+
+fn same_watches(a: &PluginInfo, b: &PluginInfo) -> bool {
+    a.primary == b.primary && a.relations == b.relations && a.finalizer == b.finalizer
+}
+
+impl Manager {
+    /// A manager that runs controllers with `deps` until `shutdown` turns true.
+    pub fn new(
+        deps: ControllerDeps,
+        health: Arc<Health>,
+        metrics: Arc<Metrics>,
+        limits: Limits,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Manager {
+            deps,
+            health,
+            metrics,
+            limits,
+            shutdown,
+            running: Mutex::default(),
+        }
+    }
+
+    /// The sandbox plugins are loaded into.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.deps.sandbox
+    }
+
+    /// Name, digest and origin of every running plugin.
+    pub async fn running(&self) -> Vec<(String, String, String)> {
+        let running = self.running.lock().await;
+        running
+            .iter()
+            .map(|(name, r)| {
+                (
+                    name.clone(),
+                    r.slot.current().digest.clone(),
+                    r.origin.clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn start(&self, plugin: LoadedPlugin, origin: &str) -> Running {
+        let name = plugin.info.name.clone();
+        let slot = Arc::new(PluginSlot::new(plugin));
+        let (stop, stop_rx) = watch::channel(false);
+        let (reconcile_all, all_rx) = mpsc::unbounded();
+        let synced = self.health.flag(&format!("caches/{name}"));
+        synced.set(false);
+        let mut global = self.shutdown.clone();
+        let mut own = stop_rx;
+        let shutdown = async move {
+            tokio::select! {
+                _ = global.wait_for(|v| *v) => {}
+                _ = own.wait_for(|v| *v) => {}
+            }
+        };
+        let task = tokio::spawn(run_controller(
+            self.deps.clone(),
+            slot.clone(),
+            synced,
+            all_rx,
+            shutdown,
+        ));
+        Running {
+            slot,
+            origin: origin.to_string(),
+            stop,
+            reconcile_all,
+            task,
+        }
+    }
+
+    async fn stop(running: Running) {
+        let _ = running.stop.send(true);
+        if tokio::time::timeout(Duration::from_secs(30), running.task)
+            .await
+            .is_err()
+        {
+            tracing::warn!(origin = %running.origin, "controller did not stop within 30 s");
+        }
+    }
+
+    /// Offers a version from `origin` (`dir:PATH` or `cluster:NS/NAME`). With `yield_to_cluster`,
+    /// a plugin that already runs from the cluster is left alone (startup order: uploads win
+    /// over the plugins directory).
+    pub async fn offer(
+        &self,
+        origin: &str,
+        bytes: Vec<u8>,
+        yield_to_cluster: bool,
+    ) -> Result<Accepted, Rejection> {
+        let digest = digest_of(&bytes);
+        let mut running = self.running.lock().await;
+        if let Some(r) = running
+            .values()
+            .find(|r| r.origin == origin && r.slot.current().digest == digest)
+        {
+            let current = r.slot.current();
+            return Ok(Accepted {
+                info: current.info.clone(),
+                digest,
+                change: Change::Unchanged,
+            });
+        }
+        let loaded = self.deps.sandbox.load_async(bytes, self.limits).await;
+        let plugin = match loaded {
+            Ok(p) => p,
+            Err(e) => {
+                self.count("unknown", LoadResult::Rejected);
+                return Err(Rejection::from_load(&e));
+            }
+        };
+        let info = plugin.info.clone();
+        let name = info.name.clone();
+        if let Some(r) = running.get(&name) {
+            let current = r.slot.current();
+            if yield_to_cluster && r.origin.starts_with("cluster:") {
+                return Err(Rejection::new(
+                    "Superseded",
+                    format!("plugin `{name}` runs from {}", r.origin),
+                ));
+            }
+            if current.info.primary != info.primary {
+                self.count(&name, LoadResult::Rejected);
+                return Err(Rejection::new(
+                    "PrimaryKindChanged",
+                    format!(
+                        "plugin `{name}` reconciles {}.{}, this version declares {}.{}: a different primary kind needs a new plugin name",
+                        current.info.primary.kind,
+                        current.info.primary.group,
+                        info.primary.kind,
+                        info.primary.group
+                    ),
+                ));
+            }
+            if current.digest == digest {
+                return Ok(Accepted {
+                    info,
+                    digest,
+                    change: Change::Unchanged,
+                });
+            }
+        }
+        self.count(&name, LoadResult::Accepted);
+        let change = match running.remove(&name) {
+            None => {
+                running.insert(name.clone(), self.start(plugin, origin));
+                Change::Started
+            }
+            Some(mut r) if same_watches(&r.slot.current().info, &info) => {
+                let old = r.slot.swap(plugin);
+                r.origin = origin.to_string();
+                let _ = r.reconcile_all.unbounded_send(());
+                tracing::info!(plugin = %name, from = %old.info.version, to = %info.version, %digest, "swapped");
+                running.insert(name.clone(), r);
+                Change::Swapped
+            }
+            Some(r) => {
+                tracing::info!(plugin = %name, "the new version watches differently: restarting its controller");
+                Self::stop(r).await;
+                running.insert(name.clone(), self.start(plugin, origin));
+                Change::Restarted
+            }
+        };
+        Ok(Accepted {
+            info,
+            digest,
+            change,
+        })
+    }
+
+    /// Stops the plugins that came from `origin`; the objects they made stay.
+    pub async fn remove(&self, origin: &str) {
+        let mut running = self.running.lock().await;
+        let names: Vec<String> = running
+            .iter()
+            .filter(|(_, r)| r.origin == origin)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in names {
+            if let Some(r) = running.remove(&name) {
+                tracing::info!(plugin = %name, origin, "plugin removed: stopping its controller");
+                Self::stop(r).await;
+                self.health.flag(&format!("caches/{name}")).set(true);
+            }
+        }
+    }
+
+    /// Waits until every controller has stopped (after shutdown), at most `grace`.
+    pub async fn join(&self, grace: Duration) {
+        let mut running = self.running.lock().await;
+        let tasks: Vec<JoinHandle<()>> = running.drain().map(|(_, r)| r.task).collect();
+        if tokio::time::timeout(grace, futures::future::join_all(tasks))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?grace,
+                "reconciles still running after the grace period; stopping anyway"
+            );
+        }
+    }
+
+    fn count(&self, plugin: &str, result: LoadResult) {
+        self.metrics
+            .plugin_loads
+            .get_or_create(&LoadLabels {
+                plugin: plugin.to_string(),
+                result,
+            })
+            .inc();
+    }
+}

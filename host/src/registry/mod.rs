@@ -1,0 +1,12 @@
+//! Plugin versions and where they come from: the `WasmPlugin` resource ([`wasmplugin`]),
+//! bytes in ConfigMaps ([`bytes`]), `wasmop push` ([`push`]), the plugins directory and the
+//! cluster as sources ([`sources`]), and the [`manager`] that swaps versions.
+
+pub mod bytes;
+pub mod manager;
+pub mod push;
+pub mod sources;
+pub mod wasmplugin;
+
+pub use manager::{Accepted, Change, Manager, Rejection};
+pub use wasmplugin::{WasmPlugin, WasmPluginSpec, WasmPluginStatus};

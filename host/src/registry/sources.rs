@@ -1,0 +1,252 @@
+//! The two sources of plugin versions: the plugins directory (polled; a changed file is
+//! offered again) and `WasmPlugin` objects in the cluster (watched; the status says what the
+//! host made of each upload).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::bytes::unpack;
+use super::manager::{Accepted, Manager, Rejection};
+use super::wasmplugin::{DEFAULT_KEY, WasmPlugin};
+use crate::operator::plugins::plugin_files;
+
+type Stamp = (SystemTime, u64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// Offers every plugin file of `dir` once (at startup, yielding to cluster uploads), then
+/// polls the directory every `every` and offers files that changed, until shutdown.
+pub async fn watch_dir(
+    manager: Arc<Manager>,
+    dir: PathBuf,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut seen: HashMap<PathBuf, Stamp> = HashMap::new();
+    let mut first = true;
+    loop {
+        for path in plugin_files(&dir).unwrap_or_default() {
+            let Some(st) = stamp(&path) else { continue };
+            if seen.get(&path) == Some(&st) {
+                continue;
+            }
+            seen.insert(path.clone(), st);
+            let Ok(bytes) = tokio::fs::read(&path).await else {
+                continue;
+            };
+            let origin = format!("dir:{}", path.display());
+            match manager.offer(&origin, bytes, first).await {
+                Ok(a) => {
+                    tracing::info!(file = %path.display(), plugin = %a.info.name, version = %a.info.version, change = ?a.change, "plugin file accepted")
+                }
+                Err(r) if r.reason == "Superseded" => tracing::info!(file = %path.display(), "{r}"),
+                Err(r) => {
+                    tracing::error!(file = %path.display(), reason = r.reason, "plugin file refused: {}", r.message)
+                }
+            }
+        }
+        first = false;
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.wait_for(|v| *v) => return,
+        }
+    }
+}
+
+fn origin_of(wp: &WasmPlugin) -> String {
+    format!(
+        "cluster:{}/{}",
+        wp.metadata.namespace.as_deref().unwrap_or_default(),
+        wp.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+async fn fetch(client: &Client, wp: &WasmPlugin) -> Result<Vec<u8>, Rejection> {
+    let ns = wp.metadata.namespace.as_deref().unwrap_or("default");
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let src = &wp.spec.config_map;
+    let key = src.key.as_deref().unwrap_or(DEFAULT_KEY);
+    let cm = api
+        .get_opt(&src.name)
+        .await
+        .map_err(|e| Rejection::new("ConfigMapUnreadable", e.to_string()))?
+        .ok_or_else(|| {
+            Rejection::new(
+                "ConfigMapMissing",
+                format!("ConfigMap {ns}/{} not found", src.name),
+            )
+        })?;
+    let data = cm
+        .binary_data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .ok_or_else(|| {
+            Rejection::new(
+                "ConfigMapMissing",
+                format!("ConfigMap {ns}/{} has no binaryData key `{key}`", src.name),
+            )
+        })?;
+    unpack(&data.0, &wp.spec.sha256).map_err(|e| {
+        let reason = if matches!(e, super::bytes::BytesError::DigestMismatch { .. }) {
+            "DigestMismatch"
+        } else {
+            "BadBytes"
+        };
+        Rejection::new(reason, e.to_string())
+    })
+}
+
+/// Writes the status of `wp` for the outcome, unless it already says so.
+async fn write_status(client: &Client, wp: &WasmPlugin, outcome: &Result<Accepted, Rejection>) {
+    let ns = wp.metadata.namespace.as_deref().unwrap_or("default");
+    let name = wp.metadata.name.as_deref().unwrap_or_default();
+    let generation = wp.metadata.generation;
+    let (ready, reason, message) = match outcome {
+        Ok(a) => (
+            "True",
+            "Loaded",
+            format!(
+                "running {} {} ({:?})",
+                a.info.name, a.info.version, a.change
+            ),
+        ),
+        Err(r) => ("False", r.reason, r.message.clone()),
+    };
+    let old = wp.status.clone().unwrap_or_default();
+    let prev = old.conditions.iter().find(|c| c.type_ == "Ready");
+    let unchanged_condition = prev.is_some_and(|c| {
+        c.status == ready && c.reason == reason && c.observed_generation == generation
+    });
+    if old.observed_generation == generation && unchanged_condition {
+        return;
+    }
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .to_string();
+    let transition = prev
+        .filter(|c| c.status == ready)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(now);
+    let mut status = json!({
+        "observedGeneration": generation,
+        "conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": message,
+                        "lastTransitionTime": transition, "observedGeneration": generation}],
+    });
+    match outcome {
+        Ok(a) => {
+            status["pluginName"] = json!(a.info.name);
+            status["pluginVersion"] = json!(a.info.version);
+            status["digest"] = json!(a.digest);
+            status["primaryKind"] = json!(format!(
+                "{}.{}/{}",
+                a.info.primary.kind, a.info.primary.group, a.info.primary.version
+            ));
+        }
+        // Refused: the fields keep describing the version that still runs, if any.
+        Err(_) => {
+            status["pluginName"] = json!(old.plugin_name);
+            status["pluginVersion"] = json!(old.plugin_version);
+            status["digest"] = json!(old.digest);
+            status["primaryKind"] = json!(old.primary_kind);
+        }
+    }
+    let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
+    let patch =
+        json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "status": status});
+    if let Err(e) = api
+        .patch_status(
+            name,
+            &PatchParams::apply("wasmop").force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+    {
+        tracing::warn!(wasmplugin = name, error = %e, "could not write the WasmPlugin status");
+    }
+}
+
+/// Handles one WasmPlugin: fetch, verify, offer, report.
+pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_startup: bool) {
+    let origin = origin_of(wp);
+    let outcome = match fetch(client, wp).await {
+        Ok(bytes) => manager.offer(&origin, bytes, false).await,
+        Err(r) => Err(r),
+    };
+    match &outcome {
+        Ok(a) => {
+            tracing::info!(%origin, plugin = %a.info.name, version = %a.info.version, change = ?a.change, at_startup, "WasmPlugin accepted")
+        }
+        Err(r) => tracing::warn!(%origin, reason = r.reason, "WasmPlugin refused: {}", r.message),
+    }
+    write_status(client, wp, &outcome).await;
+}
+
+/// Loads every WasmPlugin of `namespace` once (before the plugins directory, so uploads win).
+pub async fn load_cluster(
+    client: &Client,
+    manager: &Manager,
+    namespace: &str,
+) -> anyhow::Result<()> {
+    let api: Api<WasmPlugin> = Api::namespaced(client.clone(), namespace);
+    for wp in api.list(&Default::default()).await?.items {
+        handle(client, manager, &wp, true).await;
+    }
+    Ok(())
+}
+
+/// Watches the WasmPlugins of `namespace` until shutdown: new or changed ones are offered,
+/// deleted ones stop their plugin.
+pub async fn watch_cluster(
+    client: Client,
+    manager: Arc<Manager>,
+    namespace: String,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let api: Api<WasmPlugin> = Api::namespaced(client.clone(), &namespace);
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut listed: HashSet<String> = HashSet::new();
+    let mut known: HashSet<String> = HashSet::new();
+    loop {
+        let event = tokio::select! {
+            e = events.next() => e,
+            _ = shutdown.wait_for(|v| *v) => return,
+        };
+        match event {
+            Some(Ok(watcher::Event::Init)) => listed.clear(),
+            Some(Ok(watcher::Event::InitApply(wp))) | Some(Ok(watcher::Event::Apply(wp))) => {
+                listed.insert(origin_of(&wp));
+                known.insert(origin_of(&wp));
+                handle(&client, &manager, &wp, false).await;
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                for gone in known.difference(&listed).cloned().collect::<Vec<_>>() {
+                    manager.remove(&gone).await;
+                    known.remove(&gone);
+                }
+            }
+            Some(Ok(watcher::Event::Delete(wp))) => {
+                let origin = origin_of(&wp);
+                known.remove(&origin);
+                manager.remove(&origin).await;
+            }
+            Some(Err(e)) => tracing::warn!(error = %e, "watching WasmPlugins"),
+            None => return,
+        }
+    }
+}

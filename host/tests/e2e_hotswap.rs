@@ -1,0 +1,330 @@
+//! End to end: hot swap. PodReplica v1 is swapped for v2 while 50 PodReplicas scale;
+//! broken uploads are refused with their reason while v2 keeps working; a restarted host
+//! runs the uploaded version, not the older file in its plugins directory.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+use support::*;
+
+const N: usize = 50;
+
+fn push(cluster: &Cluster, name: &str, file: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["push", name])
+        .arg(plugin_dir().join(file))
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["--namespace", "default", "--timeout", "120"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn wasmplugin_resource() -> ApiResource {
+    ApiResource {
+        group: "wasmop.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "wasmop.dev/v1alpha1".into(),
+        kind: "WasmPlugin".into(),
+        plural: "wasmplugins".into(),
+    }
+}
+
+/// Uploads raw bytes the way `wasmop push` does, but without its local checks.
+async fn upload_raw(client: &kube::Client, name: &str, component: &[u8]) {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(component).unwrap();
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("raw-{name}")),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            "plugin.wasm.gz".to_string(),
+            ByteString(gz.finish().unwrap()),
+        )])),
+        ..Default::default()
+    };
+    let pp = PatchParams::apply("e2e-test").force();
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .patch(&format!("raw-{name}"), &pp, &Patch::Apply(&cm))
+        .await
+        .unwrap();
+    apply(client, &wasmplugin_resource(), "default", &json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"configMap": {"name": format!("raw-{name}")}, "sha256": wasmop::runtime::digest_of(component)}}))
+    .await
+    .unwrap();
+}
+
+async fn ready_reason(client: &kube::Client, name: &str) -> Option<(String, String)> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
+    let wp = api.get(name).await.ok()?;
+    let generation = wp.metadata.generation?;
+    let s = &wp.data["status"];
+    (s["observedGeneration"].as_i64() == Some(generation)).then_some(())?;
+    let c = s["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+    ))
+}
+
+fn pr(name: &str, size: i64) -> serde_json::Value {
+    json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+           "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}})
+}
+
+fn ready_message(obj: &DynamicObject) -> String {
+    obj.data["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Counts live pods per owner uid; returns the map.
+async fn pods_by_owner(pods: &Api<Pod>) -> HashMap<String, usize> {
+    let mut m = HashMap::new();
+    for p in pods
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        if p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        for o in p.metadata.owner_references.unwrap_or_default() {
+            if o.controller == Some(true) {
+                *m.entry(o.uid).or_default() += 1;
+            }
+        }
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn swap_under_load_refuse_broken_and_survive_restart() {
+    let cluster = Cluster::start("hotswap");
+    // The plugins directory holds v1; uploads come on top.
+    let mut host = Host::start(
+        &cluster,
+        &["podreplica.wasm"],
+        &["--concurrency", "16"],
+        &[],
+    );
+    let client = cluster.client().await;
+    let ar = podreplica_resource();
+    wait_for_crd(&client, &ar).await;
+    wait_for_crd(&client, &wasmplugin_resource()).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+
+    // Upload v1 (same bytes as the directory's file: nothing changes), then 50 PodReplicas.
+    let (ok, text) = push(&cluster, "podreplica", "podreplica.wasm");
+    assert!(ok, "{text}");
+    let mut uids = Vec::new();
+    for i in 0..N {
+        uids.push(
+            apply(&client, &ar, "default", &pr(&format!("load-{i:02}"), 2))
+                .await
+                .unwrap()
+                .metadata
+                .uid
+                .unwrap(),
+        );
+    }
+    eventually(
+        Duration::from_secs(180),
+        "50 PodReplicas with 2 pods",
+        || async {
+            let m = pods_by_owner(&pods).await;
+            uids.iter().all(|u| m.get(u) == Some(&2)).then_some(())
+        },
+    )
+    .await;
+
+    // Watch the pod counts; scale everything to 3 and swap to v2 in the middle of it.
+    let max_seen: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (pods, max_seen, stop) = (pods.clone(), max_seen.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                for (uid, n) in pods_by_owner(&pods).await {
+                    let mut m = max_seen.lock().unwrap();
+                    let e = m.entry(uid).or_default();
+                    *e = (*e).max(n);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    for i in 0..N / 2 {
+        apply(&client, &ar, "default", &pr(&format!("load-{i:02}"), 3))
+            .await
+            .unwrap();
+    }
+    let pushed = Instant::now();
+    let (ok, text) = push(&cluster, "podreplica", "podreplica_v2.wasm");
+    assert!(ok, "{text}");
+    for i in N / 2..N {
+        apply(&client, &ar, "default", &pr(&format!("load-{i:02}"), 3))
+            .await
+            .unwrap();
+    }
+    let first_v2 = eventually(
+        Duration::from_secs(60),
+        "a first reconcile by v2",
+        || async {
+            let list = api.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|o| ready_message(o).ends_with("(v2)"))
+                .then(|| pushed.elapsed())
+        },
+    )
+    .await;
+    println!("push of v2 to its first reconcile: {first_v2:?} (push command included)");
+    eventually(
+        Duration::from_secs(240),
+        "every PodReplica converged under v2",
+        || async {
+            let list = api.list(&Default::default()).await.ok()?;
+            let m = pods_by_owner(&pods).await;
+            let done = list.items.iter().filter(|o| {
+                let uid = o.metadata.uid.clone().unwrap_or_default();
+                ready_message(o) == "3/3 pods ready (v2)" && m.get(&uid) == Some(&3)
+            });
+            (done.count() == N).then_some(())
+        },
+    )
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    sampler.await.unwrap();
+    let worst = max_seen
+        .lock()
+        .unwrap()
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(0);
+    println!(
+        "all {N} PodReplicas converged under v2; most pods ever seen for one: {worst} (desired at most 3)"
+    );
+    assert!(worst <= 3, "a PodReplica had {worst} pods");
+    let (_, metrics) = host.http_get("/metrics").unwrap();
+    assert!(
+        !metrics.contains("wasmop_reconcile_errors_total{plugin=\"podreplica\""),
+        "reconcile errors:\n{metrics}"
+    );
+    let v2_pods = pods
+        .list(&kube::api::ListParams::default().labels("app.example.com/plugin-version=v2"))
+        .await
+        .unwrap();
+    assert!(!v2_pods.items.is_empty(), "v2 created no pods");
+
+    // Broken uploads are refused with their reason; v2 keeps running.
+    let other_world = wat::parse_str(
+        r#"(component (core module $m (func (export "f"))) (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f"))) (export "run" (func $f)))"#,
+    )
+    .unwrap();
+    let trap_info = plugin_bytes("wasmop_hostile_trap_info.wasm");
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "garbage",
+            b"these are not the bytes you are looking for".to_vec(),
+            "NotAComponent",
+        ),
+        (
+            "core-module",
+            wat::parse_str("(module)").unwrap(),
+            "NotAComponent",
+        ),
+        ("other-world", other_world, "WorldMismatch"),
+        ("traps-in-info", trap_info.clone(), "InfoFailed"),
+    ];
+    for (name, bytes, reason) in &cases {
+        upload_raw(&client, name, bytes).await;
+        let got = eventually(
+            Duration::from_secs(60),
+            &format!("verdict on {name}"),
+            || ready_reason(&client, name),
+        )
+        .await;
+        assert_eq!(got, ("False".to_string(), reason.to_string()), "{name}");
+    }
+    // The same broken bytes pushed over the running plugin leave v2 in place.
+    upload_raw(&client, "podreplica", &trap_info).await;
+    let got = eventually(
+        Duration::from_secs(60),
+        "verdict on the broken podreplica",
+        || ready_reason(&client, "podreplica"),
+    )
+    .await;
+    assert_eq!(got.1, "InfoFailed");
+    apply(&client, &ar, "default", &pr("after-refusals", 1))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), "v2 still reconciles", || async {
+        let o = api.get("after-refusals").await.ok()?;
+        (ready_message(&o) == "1/1 pods ready (v2)").then_some(())
+    })
+    .await;
+    // `wasmop push` itself refuses what is not a component, before touching the cluster.
+    let garbage = Scratch::new("garbage");
+    std::fs::write(garbage.0.join("x.wasm"), b"garbage").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["push", "nope"])
+        .arg(garbage.0.join("x.wasm"))
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a WebAssembly file"));
+
+    // Put v2 back, restart the host: it runs v2 from the cluster, not v1 from its directory.
+    let (ok, text) = push(&cluster, "podreplica", "podreplica_v2.wasm");
+    assert!(ok, "{text}");
+    assert!(host.terminate(Duration::from_secs(30)));
+    let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    apply(&client, &ar, "default", &pr("after-restart", 1))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "the restarted host runs v2",
+        || async {
+            let o = api.get("after-restart").await.ok()?;
+            (ready_message(&o) == "1/1 pods ready (v2)").then_some(())
+        },
+    )
+    .await;
+    assert!(
+        host.log_text()
+            .contains("runs from cluster:default/podreplica"),
+        "{}",
+        host.log_text()
+    );
+}
