@@ -6,8 +6,10 @@
 //! form (camelCase YAML/JSON) is what `wasmop plan` prints and golden cases compare.
 
 mod builder;
+mod condition;
 mod observed;
 
+pub use condition::Condition;
 pub use observed::Observed;
 
 use serde::{Deserialize, Serialize};

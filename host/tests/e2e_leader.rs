@@ -23,11 +23,6 @@ fn reconciled(host: &Host) -> bool {
         .is_some_and(|(_, m)| m.contains("wasmop_reconciles_total{plugin=\"podreplica\""))
 }
 
-async fn converged(client: &kube::Client, uid: &str, n: usize) -> Option<()> {
-    let pods = live_owned_pods(client, "default", uid).await;
-    (pods.len() == n && pods.iter().all(|(_, p)| p == "Running")).then_some(())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn standby_takes_over_within_the_lease() {
     let cluster = Cluster::start("leader");

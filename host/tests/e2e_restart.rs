@@ -15,11 +15,6 @@ fn podreplica(name: &str, size: i64) -> serde_json::Value {
            "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}})
 }
 
-async fn converged(client: &kube::Client, uid: &str, n: usize) -> Option<()> {
-    let pods = live_owned_pods(client, "default", uid).await;
-    (pods.len() == n && pods.iter().all(|(_, p)| p == "Running")).then_some(())
-}
-
 /// Samples the number of live owned pods until stopped; remembers the largest count.
 fn watch_max(
     client: kube::Client,

@@ -7,6 +7,7 @@ pub mod pick;
 pub mod types;
 
 use kube_core::CustomResourceExt;
+use wasmop_sdk::k8s::pod_kind;
 use wasmop_sdk::{KindRef, Permission, Plugin, PluginInfo, Relation, Selection, Verb};
 
 pub use types::{ChaosPod, ChaosPodSpec, ChaosPodStatus};
@@ -21,17 +22,6 @@ pub fn primary_kind() -> KindRef {
         version: "v1alpha1".into(),
         kind: "ChaosPod".into(),
         plural: "chaospods".into(),
-        namespaced: true,
-    }
-}
-
-/// The core Pod kind.
-pub fn pod_kind() -> KindRef {
-    KindRef {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "Pod".into(),
-        plural: "pods".into(),
         namespaced: true,
     }
 }

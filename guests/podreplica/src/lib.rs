@@ -7,6 +7,7 @@ pub mod pods;
 pub mod types;
 
 use kube_core::CustomResourceExt;
+use wasmop_sdk::k8s::pod_kind;
 use wasmop_sdk::{KindRef, Permission, Plugin, PluginInfo, Relation, Selection, Verb};
 
 pub use types::{PodReplica, PodReplicaSpec, PodReplicaStatus};
@@ -21,17 +22,6 @@ pub fn primary_kind() -> KindRef {
         version: "v1alpha1".into(),
         kind: "PodReplica".into(),
         plural: "podreplicas".into(),
-        namespaced: true,
-    }
-}
-
-/// The core Pod kind.
-pub fn pod_kind() -> KindRef {
-    KindRef {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "Pod".into(),
-        plural: "pods".into(),
         namespaced: true,
     }
 }

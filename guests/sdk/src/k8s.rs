@@ -5,9 +5,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use crate::types::{ObjectRef, ReconcileError};
+use crate::types::{KindRef, ObjectRef, ReconcileError};
 
 pub use k8s_openapi;
+
+/// The core `v1` Pod kind, as plugins declare it in relations and permissions.
+pub fn pod_kind() -> KindRef {
+    KindRef {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        plural: "pods".into(),
+        namespaced: true,
+    }
+}
 
 /// The UID of the object's controller, if it has one.
 pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {

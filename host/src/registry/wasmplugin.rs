@@ -6,6 +6,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::runtime::Condition;
+
 /// Key of the compressed component in the ConfigMap's `binaryData`.
 pub const DEFAULT_KEY: &str = "plugin.wasm.gz";
 
@@ -66,28 +68,7 @@ pub struct WasmPluginStatus {
     pub digest: Option<String>,
     /// `Ready`: the version is loaded and running.
     #[serde(default)]
-    pub conditions: Vec<StatusCondition>,
-}
-
-/// A status condition (`metav1.Condition` shape).
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StatusCondition {
-    /// Condition type.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// CamelCase reason.
-    pub reason: String,
-    /// Details.
-    #[serde(default)]
-    pub message: String,
-    /// When the status last changed (RFC 3339).
-    pub last_transition_time: String,
-    /// Generation the condition describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+    pub conditions: Vec<Condition>,
 }
 
 #[cfg(test)]

@@ -372,6 +372,12 @@ pub async fn live_owned_pods(client: &Client, ns: &str, owner_uid: &str) -> Vec<
         .collect()
 }
 
+/// `Some` when exactly `n` live pods controlled by `uid` exist and all are Running.
+pub async fn converged(client: &Client, uid: &str, n: usize) -> Option<()> {
+    let pods = live_owned_pods(client, "default", uid).await;
+    (pods.len() == n && pods.iter().all(|(_, p)| p == "Running")).then_some(())
+}
+
 /// Path helper for messages.
 pub fn show(p: &Path) -> String {
     p.display().to_string()
