@@ -20,9 +20,15 @@ PLUGIN_CRATES := $(GUESTS) -p wasmop-hostile
 
 all: host plugins
 
-## setup: install what the project needs (rust target, rustfmt, clippy)
+## setup: install what the project needs (rust target, rustfmt, clippy; Debian tools the
+## local control plane uses, when missing)
+DEBIAN_TOOLS := curl:curl openssl:openssl ss:iproute2 flock:util-linux setsid:util-linux
 setup:
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
+	@command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "go not found: install Go (the local control plane is built from the Go module proxy)" >&2; exit 1; }
+	@missing=""; for t in $(DEBIAN_TOOLS); do command -v $${t%%:*} >/dev/null || missing="$$missing $${t##*:}"; done; \
+	  if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 	rustup show active-toolchain >/dev/null
 	rustup target add wasm32-wasip2
 	rustup component add rustfmt clippy
@@ -103,3 +109,14 @@ cluster-test:
 
 clean-cache:
 	rm -rf $(WASMOP_CACHE)
+
+## image: the host image (deploy/Containerfile: FROM scratch, static musl binary, the two
+## plugins), built offline with buildah into an OCI archive; prints its path and size
+.PHONY: image deploy-test
+image: setup
+	scripts/image
+
+## deploy-test: deploy/ against a local control plane: apply (twice), the ServiceAccount's
+## permissions, and the image run with runc under exactly that RBAC (PodReplica, push, ChaosPod)
+deploy-test: image plugins
+	tests/deploy/run

@@ -84,4 +84,42 @@ async fn hostile_plugin_does_not_stop_podreplica() {
         .collect();
     assert!(reasons.iter().any(|r| r == "PluginFault"), "{reasons:?}");
     assert!(live_owned_pods(&client, "default", &uid).await.len() == 3);
+
+    // Finalizers: the host added the plugin's finalizer, and on deletion it runs `cleanup`
+    // and then lets the object go.
+    apply(
+        &client,
+        &hostile,
+        "default",
+        &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Hostile",
+        "metadata": {"name": "calm", "namespace": "default"}, "spec": {"mode": "ok"}}),
+    )
+    .await
+    .unwrap();
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), "default", &hostile);
+    eventually(Duration::from_secs(30), "finalizer added", || async {
+        let o = api.get("calm").await.ok()?;
+        o.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"test.wasmop.dev/cleanup".to_string())
+            .then_some(())
+    })
+    .await;
+    api.delete("calm", &Default::default()).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "object gone after cleanup",
+        || async { api.get_opt("calm").await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    let cleaned = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| e.reason.as_deref() == Some("CleanedUp"));
+    assert!(cleaned, "cleanup did not run");
 }

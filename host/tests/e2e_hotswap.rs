@@ -304,9 +304,32 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a WebAssembly file"));
 
-    // Put v2 back, restart the host: it runs v2 from the cluster, not v1 from its directory.
+    // Two uploads in quick succession (v1 without waiting, then v2): the later one wins.
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["push", "podreplica"])
+        .arg(plugin_dir().join("podreplica.wasm"))
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .arg("--no-wait")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
     let (ok, text) = push(&cluster, "podreplica", "podreplica_v2.wasm");
     assert!(ok, "{text}");
+    apply(&client, &ar, "default", &pr("after-two-pushes", 1))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "v2 active after two quick pushes",
+        || async {
+            let o = api.get("after-two-pushes").await.ok()?;
+            (ready_message(&o) == "1/1 pods ready (v2)").then_some(())
+        },
+    )
+    .await;
+
+    // Restart the host: it runs v2 from the cluster, not v1 from its directory.
     assert!(host.terminate(Duration::from_secs(30)));
     let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
     apply(&client, &ar, "default", &pr("after-restart", 1))
@@ -321,10 +344,14 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
         },
     )
     .await;
-    assert!(
-        host.log_text()
-            .contains("runs from cluster:default/podreplica"),
-        "{}",
-        host.log_text()
-    );
+    eventually(
+        Duration::from_secs(30),
+        "the directory's older file yields to the upload",
+        || async {
+            host.log_text()
+                .contains("runs from cluster:default/podreplica")
+                .then_some(())
+        },
+    )
+    .await;
 }

@@ -9,6 +9,8 @@
 //! - `badjson`: returns an apply action whose object is not JSON;
 //! - `huge`: returns a plan of `spec.count` (default 1,000,000) actions;
 //! - `invalid`: answers `invalid-spec`.
+//!
+//! It declares a finalizer; its `cleanup` records a `CleanedUp` event and lets go.
 #![allow(unsafe_code)]
 
 mod bindings {
@@ -68,7 +70,7 @@ impl bindings::Guest for Hostile {
                 kind: kind(),
                 verbs: vec![Verb::Get],
             }],
-            finalizer: None,
+            finalizer: Some("test.wasmop.dev/cleanup".into()),
         }
     }
 
@@ -124,7 +126,11 @@ impl bindings::Guest for Hostile {
         Ok(Plan {
             actions: vec![],
             status: None,
-            events: vec![],
+            events: vec![bindings::wasmop::plugin::types::Event {
+                event_type: bindings::wasmop::plugin::types::EventType::Normal,
+                reason: "CleanedUp".into(),
+                message: "cleanup ran before deletion".into(),
+            }],
             requeue_after_ms: None,
         })
     }

@@ -22,7 +22,7 @@ pub const DEFAULT_KEY: &str = "plugin.wasm.gz";
     shortname = "wp",
     printcolumn = r#"{"name":"Primary","type":"string","jsonPath":".status.primaryKind"}"#,
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.pluginVersion"}"#,
-    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.digest","priority":0}"#,
+    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.digest"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
