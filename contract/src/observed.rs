@@ -53,7 +53,7 @@ impl Observed {
     /// The primary object as `T`. A mismatch is an invalid spec: the API server accepted
     /// an object the plugin's types do not describe.
     pub fn primary_as<T: DeserializeOwned>(&self) -> Result<T, ReconcileError> {
-        serde_json::from_value(self.primary.clone())
+        T::deserialize(&self.primary)
             .map_err(|e| ReconcileError::InvalidSpec(format!("cannot read the object: {e}")))
     }
 
@@ -69,7 +69,7 @@ impl Observed {
             .unwrap_or_default()
             .iter()
             .map(|v| {
-                serde_json::from_value(v.clone()).map_err(|e| {
+                T::deserialize(v).map_err(|e| {
                     ReconcileError::Other(format!("cannot read a `{relation}` object: {e}"))
                 })
             })
