@@ -47,7 +47,7 @@ plugins: setup
 	@ls -l $(PLUGIN_DIR)/*.wasm
 
 ## test: the whole suite
-test: lint test-host test-guests test-guests-wasm golden crds-check cluster-test e2e
+test: lint test-host test-guests test-guests-wasm golden crds-check cluster-test e2e deploy-test
 	@echo "make test: all suites passed"
 
 lint: setup

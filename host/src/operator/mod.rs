@@ -219,9 +219,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             std::future::pending::<()>().await;
         }
     };
+    // On SIGTERM the elector steps down (leading turns false) right after shutdown is
+    // asked for: that is a clean stop, not a lost leadership.
     let lost_leadership = tokio::select! {
+        biased;
         _ = wait_true(shutdown_rx.clone()) => false,
-        _ = lost => true,
+        _ = lost => !*shutdown_rx.borrow(),
     };
     if lost_leadership {
         metrics.leader.set(0);
