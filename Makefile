@@ -37,13 +37,16 @@ host: setup
 	cargo build -p wasmop
 
 ## plugins: build the plugin components with the size profile (plus the test-only
-## variants: PodReplica v2 and a plugin that traps in info(), for the hot-swap tests)
+## variants: PodReplica v2 and v3 and a plugin that traps in info(), for the hot-swap tests)
 plugins: setup
 	cargo build --target wasm32-wasip2 --profile plugin $(PLUGIN_CRATES)
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variants cargo build --target wasm32-wasip2 --profile plugin \
 	  -p podreplica --features podreplica/v2 -p wasmop-hostile --features wasmop-hostile/trap-info
 	cp $(CARGO_TARGET_DIR)/variants/wasm32-wasip2/plugin/podreplica.wasm $(PLUGIN_DIR)/podreplica_v2.wasm
 	cp $(CARGO_TARGET_DIR)/variants/wasm32-wasip2/plugin/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_trap_info.wasm
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variants-v3 cargo build --target wasm32-wasip2 --profile plugin \
+	  -p podreplica --features podreplica/v3
+	cp $(CARGO_TARGET_DIR)/variants-v3/wasm32-wasip2/plugin/podreplica.wasm $(PLUGIN_DIR)/podreplica_v3.wasm
 	@ls -l $(PLUGIN_DIR)/*.wasm
 
 ## test: the whole suite

@@ -329,6 +329,31 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
     )
     .await;
 
+    // v3 watches differently (a label selector on its pods): its controller is restarted,
+    // and every object is reconciled by v3; then back to v2 the same way.
+    let (ok, text) = push(&cluster, "podreplica", "podreplica_v3.wasm");
+    assert!(ok && text.contains("Restarted"), "{text}");
+    eventually(
+        Duration::from_secs(60),
+        "v3 reconciles the existing objects",
+        || async {
+            let o = api.get("after-two-pushes").await.ok()?;
+            (ready_message(&o) == "1/1 pods ready (v3)").then_some(())
+        },
+    )
+    .await;
+    let (ok, text) = push(&cluster, "podreplica", "podreplica_v2.wasm");
+    assert!(ok && text.contains("Restarted"), "{text}");
+    eventually(
+        Duration::from_secs(60),
+        "v2 again after the second restart",
+        || async {
+            let o = api.get("after-two-pushes").await.ok()?;
+            (ready_message(&o) == "1/1 pods ready (v2)").then_some(())
+        },
+    )
+    .await;
+
     // Restart the host: it runs v2 from the cluster, not v1 from its directory.
     assert!(host.terminate(Duration::from_secs(30)));
     let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);

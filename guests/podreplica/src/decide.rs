@@ -90,6 +90,8 @@ fn status_for(pr: &PodReplica, live: &[Pod], size: i32, now_ms: i64) -> PodRepli
     };
     let message = if cfg!(feature = "v2") {
         format!("{message} (v2)")
+    } else if cfg!(feature = "v3") {
+        format!("{message} (v3)")
     } else {
         message
     };

@@ -32,6 +32,8 @@ impl Plugin for PodReplicaPlugin {
             name: "podreplica".into(),
             version: if cfg!(feature = "v2") {
                 concat!(env!("CARGO_PKG_VERSION"), "-v2").into()
+            } else if cfg!(feature = "v3") {
+                concat!(env!("CARGO_PKG_VERSION"), "-v3").into()
             } else {
                 env!("CARGO_PKG_VERSION").into()
             },
@@ -41,7 +43,7 @@ impl Plugin for PodReplicaPlugin {
                 name: "pods".into(),
                 kind: pod_kind(),
                 selection: Selection::Owned,
-                label_selector: None,
+                label_selector: cfg!(feature = "v3").then(|| pods::NAME_LABEL.to_string()),
             }],
             permissions: vec![Permission {
                 kind: pod_kind(),
