@@ -94,6 +94,16 @@ fn pr(name: &str, size: i64) -> serde_json::Value {
            "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}})
 }
 
+/// Waits until PodReplica `name` says `message` in its Ready condition (which tells which
+/// plugin version wrote it).
+async fn wait_message(api: &Api<DynamicObject>, name: &str, message: &str, what: &str) {
+    eventually(Duration::from_secs(60), what, || async {
+        let o = api.get(name).await.ok()?;
+        (ready_message(&o) == message).then_some(())
+    })
+    .await;
+}
+
 fn ready_message(obj: &DynamicObject) -> String {
     obj.data["status"]["conditions"][0]["message"]
         .as_str()
@@ -286,10 +296,12 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
     apply(&client, &ar, "default", &pr("after-refusals", 1))
         .await
         .unwrap();
-    eventually(Duration::from_secs(60), "v2 still reconciles", || async {
-        let o = api.get("after-refusals").await.ok()?;
-        (ready_message(&o) == "1/1 pods ready (v2)").then_some(())
-    })
+    wait_message(
+        &api,
+        "after-refusals",
+        "1/1 pods ready (v2)",
+        "v2 still reconciles",
+    )
     .await;
     // `wasmop push` itself refuses what is not a component, before touching the cluster.
     let garbage = Scratch::new("garbage");
@@ -319,13 +331,11 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
     apply(&client, &ar, "default", &pr("after-two-pushes", 1))
         .await
         .unwrap();
-    eventually(
-        Duration::from_secs(60),
+    wait_message(
+        &api,
+        "after-two-pushes",
+        "1/1 pods ready (v2)",
         "v2 active after two quick pushes",
-        || async {
-            let o = api.get("after-two-pushes").await.ok()?;
-            (ready_message(&o) == "1/1 pods ready (v2)").then_some(())
-        },
     )
     .await;
 
@@ -333,24 +343,20 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
     // and every object is reconciled by v3; then back to v2 the same way.
     let (ok, text) = push(&cluster, "podreplica", "podreplica_v3.wasm");
     assert!(ok && text.contains("Restarted"), "{text}");
-    eventually(
-        Duration::from_secs(60),
+    wait_message(
+        &api,
+        "after-two-pushes",
+        "1/1 pods ready (v3)",
         "v3 reconciles the existing objects",
-        || async {
-            let o = api.get("after-two-pushes").await.ok()?;
-            (ready_message(&o) == "1/1 pods ready (v3)").then_some(())
-        },
     )
     .await;
     let (ok, text) = push(&cluster, "podreplica", "podreplica_v2.wasm");
     assert!(ok && text.contains("Restarted"), "{text}");
-    eventually(
-        Duration::from_secs(60),
+    wait_message(
+        &api,
+        "after-two-pushes",
+        "1/1 pods ready (v2)",
         "v2 again after the second restart",
-        || async {
-            let o = api.get("after-two-pushes").await.ok()?;
-            (ready_message(&o) == "1/1 pods ready (v2)").then_some(())
-        },
     )
     .await;
 
@@ -360,13 +366,11 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
     apply(&client, &ar, "default", &pr("after-restart", 1))
         .await
         .unwrap();
-    eventually(
-        Duration::from_secs(90),
+    wait_message(
+        &api,
+        "after-restart",
+        "1/1 pods ready (v2)",
         "the restarted host runs v2",
-        || async {
-            let o = api.get("after-restart").await.ok()?;
-            (ready_message(&o) == "1/1 pods ready (v2)").then_some(())
-        },
     )
     .await;
     eventually(
