@@ -14,6 +14,12 @@ pub struct Observed {
     pub primary: Value,
     /// Related objects by relation name.
     pub related: BTreeMap<String, Vec<Value>>,
+    /// Related objects still as JSON text, by relation name: the form in which they cross
+    /// the wasm boundary. [`Observed::related_as`] reads them straight into typed structs
+    /// without building `Value`s first (that was most of a sandboxed decision's time);
+    /// [`Observed::related_values`] parses them on demand. Read related objects through
+    /// those two methods: they see both fields.
+    pub related_json: BTreeMap<String, Vec<String>>,
     /// Current time, milliseconds since the Unix epoch.
     pub now_unix_ms: i64,
     /// Random seed chosen by the host.
@@ -63,17 +69,29 @@ impl Observed {
         &self,
         relation: &str,
     ) -> Result<Vec<T>, ReconcileError> {
-        self.related
+        let err = |e: serde_json::Error| {
+            ReconcileError::Other(format!("cannot read a `{relation}` object: {e}"))
+        };
+        let values = self
+            .related
             .get(relation)
             .map(Vec::as_slice)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let texts = self
+            .related_json
+            .get(relation)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        values
             .iter()
-            .map(|v| {
-                T::deserialize(v).map_err(|e| {
-                    ReconcileError::Other(format!("cannot read a `{relation}` object: {e}"))
-                })
-            })
+            .map(|v| T::deserialize(v).map_err(err))
+            .chain(texts.iter().map(|t| serde_json::from_str(t).map_err(err)))
             .collect()
+    }
+
+    /// The objects of one relation as JSON values.
+    pub fn related_values(&self, relation: &str) -> Result<Vec<Value>, ReconcileError> {
+        self.related_as(relation)
     }
 }
 
@@ -93,6 +111,21 @@ mod tests {
         let names: Vec<Named> = o.related_as("pods").unwrap();
         assert_eq!(names[1].name, "b");
         assert!(o.related_as::<Named>("none").unwrap().is_empty());
+        let mut raw = o.clone();
+        raw.related_json
+            .insert("pods".into(), vec![r#"{"name": "c"}"#.into()]);
+        let names: Vec<Named> = raw.related_as("pods").unwrap();
+        assert_eq!(
+            names.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
+        assert_eq!(
+            raw.related_values("pods").unwrap()[2],
+            serde_json::json!({"name": "c"})
+        );
+        raw.related_json
+            .insert("bad".into(), vec!["{not json".into()]);
+        assert!(raw.related_values("bad").is_err());
         let bad = o.primary_as::<Named>().unwrap_err();
         assert!(matches!(bad, ReconcileError::InvalidSpec(_)));
     }

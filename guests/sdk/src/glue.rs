@@ -67,18 +67,16 @@ fn observed(o: wit::Observed) -> Result<Observed, plain::ReconcileError> {
         serde_json::from_str(s)
             .map_err(|e| plain::ReconcileError::Other(format!("host sent malformed JSON: {e}")))
     };
-    let mut related = std::collections::BTreeMap::new();
-    for group in o.related {
-        let objs = group
-            .objects
-            .iter()
-            .map(|s| parse(s))
-            .collect::<Result<Vec<_>, _>>()?;
-        related.insert(group.relation, objs);
-    }
+    // Related objects stay JSON text: `related_as` reads them straight into typed structs.
+    let related_json = o
+        .related
+        .into_iter()
+        .map(|g| (g.relation, g.objects))
+        .collect();
     Ok(Observed {
         primary: parse(&o.primary)?,
-        related,
+        related: Default::default(),
+        related_json,
         now_unix_ms: o.now_unix_ms,
         seed: o.seed,
     })

@@ -101,6 +101,7 @@ pub fn observed_for<'a>(
     Ok(Observed {
         primary: trim_for_guest(primary.clone()),
         related: related_for(info, primary, objects)?,
+        related_json: Default::default(),
         now_unix_ms,
         seed,
     })

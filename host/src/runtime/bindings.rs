@@ -90,6 +90,14 @@ pub fn observed_to_wit(o: &plain::Observed) -> wit::Observed {
                 relation: name.clone(),
                 objects: objs.iter().map(Value::to_string).collect(),
             })
+            .chain(
+                o.related_json
+                    .iter()
+                    .map(|(name, texts)| wit::RelatedObjects {
+                        relation: name.clone(),
+                        objects: texts.clone(),
+                    }),
+            )
             .collect(),
         now_unix_ms: o.now_unix_ms,
         seed: o.seed,
