@@ -76,6 +76,6 @@ pub struct RunArgs {
     #[arg(long, env = "WASMOP_SHUTDOWN_SECONDS", default_value_t = 10)]
     pub shutdown_seconds: u64,
     /// Log format: `text` or `json`.
-    #[arg(long, env = "WASMOP_LOG_FORMAT", default_value = "text")]
+    #[arg(long, env = "WASMOP_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 }
