@@ -41,6 +41,17 @@ impl KindRef {
         }
     }
 
+    /// The core `v1` Pod kind, as plugins declare it in relations and permissions.
+    pub fn pod() -> KindRef {
+        KindRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Pod".into(),
+            plural: "pods".into(),
+            namespaced: true,
+        }
+    }
+
     /// Whether an object's `apiVersion` and `kind` name this kind.
     pub fn matches(&self, api_version: &str, kind: &str) -> bool {
         self.kind == kind && self.api_version() == api_version

@@ -11,13 +11,7 @@ pub use k8s_openapi;
 
 /// The core `v1` Pod kind, as plugins declare it in relations and permissions.
 pub fn pod_kind() -> KindRef {
-    KindRef {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "Pod".into(),
-        plural: "pods".into(),
-        namespaced: true,
-    }
+    KindRef::pod()
 }
 
 /// The UID of the object's controller, if it has one.

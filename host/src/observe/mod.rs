@@ -8,5 +8,5 @@ pub mod select;
 pub mod trim;
 
 pub use labels::LabelSelector;
-pub use select::{is_controlled_by, observed_for, related_for};
+pub use select::{in_relation, is_controlled_by, observed_for, related_for, selector_of};
 pub use trim::trim_for_guest;

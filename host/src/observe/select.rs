@@ -65,6 +65,17 @@ pub fn in_relation(
     selected && selector.matches(&labels_of(object))
 }
 
+/// The parsed label selector of a relation (empty when it declares none); an error names
+/// the relation.
+pub fn selector_of(relation: &Relation) -> Result<LabelSelector, String> {
+    match &relation.label_selector {
+        Some(s) => {
+            LabelSelector::parse(s).map_err(|e| format!("relation `{}`: {e}", relation.name))
+        }
+        None => Ok(LabelSelector::default()),
+    }
+}
+
 /// The related objects of `primary` among `objects`, per relation, trimmed for the guest.
 /// A relation's label selector that does not parse is an error naming the relation.
 pub fn related_for<'a>(
@@ -74,12 +85,7 @@ pub fn related_for<'a>(
 ) -> Result<BTreeMap<String, Vec<Value>>, String> {
     let mut related = BTreeMap::new();
     for relation in &info.relations {
-        let selector = match &relation.label_selector {
-            Some(s) => {
-                LabelSelector::parse(s).map_err(|e| format!("relation `{}`: {e}", relation.name))?
-            }
-            None => LabelSelector::default(),
-        };
+        let selector = selector_of(relation)?;
         let chosen: Vec<Value> = objects
             .clone()
             .filter(|o| in_relation(relation, &selector, primary, o))
@@ -116,13 +122,7 @@ mod tests {
     fn pods(selection: Selection, selector: Option<&str>) -> Relation {
         Relation {
             name: "pods".into(),
-            kind: KindRef {
-                group: String::new(),
-                version: "v1".into(),
-                kind: "Pod".into(),
-                plural: "pods".into(),
-                namespaced: true,
-            },
+            kind: KindRef::pod(),
             selection,
             label_selector: selector.map(str::to_string),
         }

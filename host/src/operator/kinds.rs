@@ -32,13 +32,7 @@ mod tests {
 
     #[test]
     fn core_and_grouped_kinds() {
-        let pod = KindRef {
-            group: String::new(),
-            version: "v1".into(),
-            kind: "Pod".into(),
-            plural: "pods".into(),
-            namespaced: true,
-        };
+        let pod = KindRef::pod();
         let ar = api_resource(&pod);
         assert_eq!(
             (ar.api_version.as_str(), ar.plural.as_str()),

@@ -1,7 +1,7 @@
 //! One reconcile: observed state from the caches, the plugin's decision in the sandbox, the
 //! guard, the executor, Events, and the requeue decision.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,8 +16,8 @@ use super::context::Context;
 use super::execute::{self, Executed};
 use super::guard::{PrimaryRef, Violation};
 use super::kinds::api_for;
-use crate::observe::{is_controlled_by, observed_for};
-use crate::runtime::{CallError, Entry, EventType, LoadedPlugin, Plan, ReconcileError};
+use crate::observe::{in_relation, is_controlled_by, selector_of, trim_for_guest};
+use crate::runtime::{CallError, Entry, EventType, LoadedPlugin, Observed, Plan, ReconcileError};
 
 /// Why a reconcile failed; each is retried with per-object backoff.
 #[derive(Debug, thiserror::Error)]
@@ -62,34 +62,33 @@ fn object_key(obj: &DynamicObject) -> String {
     )
 }
 
-/// Every cached related object the primary might see, as JSON: namespaced kinds only from
-/// the primary's namespace, owned relations only the primary's children.
-fn candidates(ctx: &Context, primary_uid: &str, ns: Option<&str>) -> Vec<Value> {
-    let mut out = Vec::new();
+/// The related objects of `primary` from the caches, per relation, trimmed for the guest.
+/// Objects of another namespace are skipped before they are serialised; everything else is
+/// decided by the same [`in_relation`] check the offline commands use, once per object.
+fn related_of(
+    ctx: &Context,
+    primary: &Value,
+    ns: Option<&str>,
+) -> Result<BTreeMap<String, Vec<Value>>, String> {
+    let mut related: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for cache in &ctx.related {
+        let selector = selector_of(&cache.relation)?;
+        let chosen = related.entry(cache.relation.name.clone()).or_default();
         for obj in cache.store.state() {
             if cache.relation.kind.namespaced && obj.metadata.namespace.as_deref() != ns {
                 continue;
             }
-            if cache.relation.selection == crate::runtime::Selection::Owned
-                && !obj
-                    .metadata
-                    .owner_references
-                    .as_deref()
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|r| r.controller == Some(true) && r.uid == primary_uid)
-            {
+            let Ok(mut v) = serde_json::to_value(&*obj) else {
                 continue;
-            }
-            if let Ok(mut v) = serde_json::to_value(&*obj) {
-                v["apiVersion"] = json!(cache.resource.api_version);
-                v["kind"] = json!(cache.resource.kind);
-                out.push(v);
+            };
+            v["apiVersion"] = json!(cache.resource.api_version);
+            v["kind"] = json!(cache.resource.kind);
+            if in_relation(&cache.relation, &selector, primary, &v) {
+                chosen.push(trim_for_guest(v));
             }
         }
     }
-    out
+    Ok(related)
 }
 
 async fn publish(
@@ -237,12 +236,10 @@ async fn reconcile_with(
         return Ok(Action::await_change());
     }
 
-    let related = candidates(ctx, &pref.uid, pref.namespace.as_deref());
-    let now = jiff::Timestamp::now().as_millisecond();
-    let observed = observed_for(info, &primary, related.iter(), now, rand::random())
-        .map_err(Failure::Other)?;
+    let related = related_of(ctx, &primary, pref.namespace.as_deref()).map_err(Failure::Other)?;
     let owned: HashSet<String> = related
-        .iter()
+        .values()
+        .flatten()
         .filter(|o| is_controlled_by(o, &pref.uid))
         .filter_map(|o| {
             o.pointer("/metadata/uid")
@@ -250,6 +247,13 @@ async fn reconcile_with(
                 .map(str::to_string)
         })
         .collect();
+    let observed = Observed {
+        primary: trim_for_guest(primary.clone()),
+        related,
+        related_json: Default::default(),
+        now_unix_ms: jiff::Timestamp::now().as_millisecond(),
+        seed: rand::random(),
+    };
 
     let labels = crate::ops::metrics::PluginLabels::new(&info.name, &info.version);
     let call_started = Instant::now();

@@ -88,14 +88,30 @@ impl StoreData {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        Self::with(
+            wasi,
+            limits.memory_bytes,
+            (stdout, stderr),
+            ctx,
+            limits.max_output_bytes,
+        )
+    }
+
+    fn with(
+        wasi: WasiCtx,
+        memory_bytes: usize,
+        (stdout, stderr): (MemoryOutputPipe, MemoryOutputPipe),
+        ctx: CallContext,
+        log_budget: usize,
+    ) -> Self {
         StoreData {
             wasi,
             table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(limits.memory_bytes),
+            limiter: MemoryLimiter::new(memory_bytes),
             stdout,
             stderr,
             ctx,
-            log_budget: limits.max_output_bytes,
+            log_budget,
             dropped_logs: 0,
         }
     }
@@ -112,16 +128,8 @@ impl StoreData {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        StoreData {
-            wasi,
-            table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(memory_bytes),
-            stdout: MemoryOutputPipe::new(0),
-            stderr: MemoryOutputPipe::new(0),
-            ctx,
-            log_budget: usize::MAX,
-            dropped_logs: 0,
-        }
+        let pipes = (MemoryOutputPipe::new(0), MemoryOutputPipe::new(0));
+        Self::with(wasi, memory_bytes, pipes, ctx, usize::MAX)
     }
 
     /// Writes what the guest printed to the host's log, one event per line.

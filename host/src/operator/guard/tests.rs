@@ -6,13 +6,7 @@ use super::*;
 use crate::runtime::Permission;
 
 fn pod_kind() -> KindRef {
-    KindRef {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "Pod".into(),
-        plural: "pods".into(),
-        namespaced: true,
-    }
+    KindRef::pod()
 }
 
 fn info(verbs: Vec<Verb>) -> PluginInfo {
