@@ -10,19 +10,38 @@ SHELL := /bin/bash
 WASMOP_CACHE ?= $(HOME)/.cache/wasmop
 export CARGO_TARGET_DIR ?= $(WASMOP_CACHE)/target
 export CARGO_TERM_COLOR ?= never
-WASMOP := $(CARGO_TARGET_DIR)/debug/wasmop
-PLUGIN_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
-export WASMOP_PLUGIN_DIR := $(PLUGIN_DIR)
 GUESTS := -p podreplica -p chaospod
 PLUGIN_CRATES := $(GUESTS) -p wasmop-hostile
 
-.PHONY: all setup host plugins test lint test-host e2e bench test-guests test-guests-wasm golden crds crds-check cluster-test demo clean-cache
+# One host build serves everything: the end-to-end tests, the benchmarks, the demo and the
+# image all use the same static release binary, and the host's and guests' native unit tests
+# are compiled in that same profile, target and package set, so every dependency is compiled
+# once (cargo unifies features per invocation: keep HOST_PKGS the same everywhere).
+HOST_TARGET := x86_64-unknown-linux-musl
+HOST_BUILD := --locked --release --target $(HOST_TARGET)
+HOST_PKGS := -p wasmop -p wasmop-contract -p wasmop-sdk $(GUESTS)
+WASMOP := $(CARGO_TARGET_DIR)/$(HOST_TARGET)/release/wasmop
+export WASMOP_BIN := $(WASMOP)
+
+# Plugins: one target directory for the shipped components and the test-only variants.
+PLUGIN_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
+export WASMOP_PLUGIN_DIR := $(PLUGIN_DIR)
+PLUGIN_BUILD := cargo build --locked --target wasm32-wasip2 --profile plugin $(PLUGIN_CRATES)
+GUEST_INPUTS := $(shell find guests contract wit -type f) Cargo.toml Cargo.lock rust-toolchain.toml
+
+# The suites of `make test`, in order; scripts/test-suites runs each, times it and prints a
+# summary. The builds come first as suites of their own, so their cost shows in every log.
+TEST_SUITES := lint host plugins cluster test-unit test-guests-wasm golden \
+  crds-check cluster-test e2e image deploy-test
+
+.PHONY: all setup host plugins cluster test lint test-unit e2e bench test-guests-wasm golden crds crds-check cluster-test demo clean-cache
 
 all: host plugins
 
 ## setup: install what the project needs (rust target, rustfmt, clippy; Debian tools the
 ## local control plane uses, when missing)
-DEBIAN_TOOLS := curl:curl openssl:openssl ss:iproute2 flock:util-linux setsid:util-linux
+DEBIAN_TOOLS := curl:curl openssl:openssl ss:iproute2 flock:util-linux setsid:util-linux \
+  musl-gcc:musl-tools strip:binutils
 setup:
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
 	@command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "go not found: install Go (the local control plane is built from the Go module proxy)" >&2; exit 1; }
@@ -30,51 +49,60 @@ setup:
 	  if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 	rustup show active-toolchain >/dev/null
-	rustup target add wasm32-wasip2
+	rustup target add wasm32-wasip2 $(HOST_TARGET)
 	rustup component add rustfmt clippy
 
+## host: the host binary (static, release) and everything the native tests link
 host: setup
-	cargo build -p wasmop
+	cargo build $(HOST_BUILD) $(HOST_PKGS)
 
-## plugins: build the plugin components with the size profile (plus the test-only
-## variants: PodReplica v2 and v3 and a plugin that traps in info(), for the hot-swap tests)
-plugins: setup
-	cargo build --target wasm32-wasip2 --profile plugin $(PLUGIN_CRATES)
-	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variants cargo build --target wasm32-wasip2 --profile plugin \
-	  -p podreplica --features podreplica/v2 -p wasmop-hostile --features wasmop-hostile/trap-info
-	cp $(CARGO_TARGET_DIR)/variants/wasm32-wasip2/plugin/podreplica.wasm $(PLUGIN_DIR)/podreplica_v2.wasm
-	cp $(CARGO_TARGET_DIR)/variants/wasm32-wasip2/plugin/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_trap_info.wasm
-	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variants-v3 cargo build --target wasm32-wasip2 --profile plugin \
-	  -p podreplica --features podreplica/v3
-	cp $(CARGO_TARGET_DIR)/variants-v3/wasm32-wasip2/plugin/podreplica.wasm $(PLUGIN_DIR)/podreplica_v3.wasm
+## plugins: build the plugin components with the size profile, plus the test-only variants
+## (PodReplica v2 and v3, PodReplica under another name, a plugin that traps in info(), for
+## the hot-swap and identity tests). The variants
+## are built first in the same target directory (only the two crates whose features differ
+## are recompiled) and copied aside; the shipped build comes last, so the directory ends with it.
+plugins: setup $(PLUGIN_DIR)/variants.stamp
+	$(PLUGIN_BUILD)
 	@ls -l $(PLUGIN_DIR)/*.wasm
 
-## test: the whole suite
-test: lint test-host test-guests test-guests-wasm golden crds-check cluster-test e2e deploy-test
-	@echo "make test: all suites passed"
+$(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
+	$(PLUGIN_BUILD) --features podreplica/v2,wasmop-hostile/trap-info
+	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v2.wasm
+	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_trap_info.wasm
+	$(PLUGIN_BUILD) --features podreplica/v3
+	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v3.wasm
+	$(PLUGIN_BUILD) --features podreplica/renamed
+	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_renamed.wasm
+	touch $@
+
+## cluster: build the local control plane (once per machine; cached under ~/.cache/wasmop)
+cluster:
+	tests/cluster/build >/dev/null
+
+## test: the whole suite, one suite after another (a failed suite does not stop the
+## others), then a summary: each suite's wall time and result, and the total
+test:
+	scripts/test-suites $(TEST_SUITES)
 
 lint: setup
 	cargo fmt --all -- --check
-	cargo clippy -p wasmop -p wasmop-contract --all-targets -- -D warnings
-	cargo clippy --target wasm32-wasip2 -p wasmop-sdk $(PLUGIN_CRATES) -- -D warnings
+	cargo clippy $(HOST_BUILD) -p wasmop -p wasmop-contract --all-targets -- -D warnings
+	cargo clippy --locked --target wasm32-wasip2 -p wasmop-sdk $(PLUGIN_CRATES) -- -D warnings
 
-test-host: host plugins
-	cargo test -p wasmop-contract
-	cargo test -p wasmop --lib --bins --test hostile
+## test-unit: unit tests of the host, the contract, the SDK and the guests (natively), and
+## the hostile-plugin tests; release, like the image (the same build as `make host`)
+test-unit: host plugins
+	cargo test $(HOST_BUILD) $(HOST_PKGS) --lib --bins --test hostile
 
 ## e2e: the host against a local control plane (one cluster per test, one test at a time)
-e2e: host plugins
-	cargo test -p wasmop --test 'e2e_*' -- --test-threads=1 --nocapture
-	scripts/with-cluster cargo test -p wasmop --test lease -- --test-threads=1
-
-## test-guests: guest unit tests, natively
-test-guests: setup
-	cargo test -p wasmop-sdk $(GUESTS)
+e2e: host plugins cluster
+	cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test 'e2e_*' -- --test-threads=1 --nocapture
+	scripts/with-cluster cargo test $(HOST_BUILD) $(HOST_PKGS) --test lease -- --test-threads=1
 
 ## test-guests-wasm: the same guest unit tests compiled to wasm32-wasip2, run under wasmtime
 test-guests-wasm: host
 	CARGO_TARGET_WASM32_WASIP2_RUNNER="$(WASMOP) wasi-run" \
-	  cargo test --target wasm32-wasip2 -p wasmop-sdk $(GUESTS)
+	  cargo test --locked --target wasm32-wasip2 -p wasmop-sdk $(GUESTS)
 
 ## golden: golden cases through the real components in the production sandbox
 golden: host plugins
@@ -100,14 +128,14 @@ crds-check: host plugins
 
 ## bench: sandboxed decision against the same decision compiled natively (prints ratios)
 bench: plugins
-	cargo bench -p wasmop --bench decision
+	cargo bench $(HOST_BUILD) $(HOST_PKGS) --bench decision
 
 ## demo: the article's operators on a local control plane, step by step
 demo:
 	scripts/demo
 
 ## cluster-test: the local control plane's own test
-cluster-test:
+cluster-test: cluster
 	tests/cluster/smoke-test
 
 clean-cache:

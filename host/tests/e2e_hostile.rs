@@ -122,4 +122,78 @@ async fn hostile_plugin_does_not_stop_podreplica() {
         .into_iter()
         .any(|e| e.reason.as_deref() == Some("CleanedUp"));
     assert!(cleaned, "cleanup did not run");
+
+    // Another controller's finalizer is kept, and a cleanup that can never succeed has a
+    // way out: the skip-cleanup annotation.
+    apply(
+        &client,
+        &hostile,
+        "default",
+        &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Hostile",
+        "metadata": {"name": "stuck", "namespace": "default",
+                     "finalizers": ["example.com/keep"]},
+        "spec": {"mode": "stuck-cleanup"}}),
+    )
+    .await
+    .unwrap();
+    let finalizers =
+        |o: &kube::api::DynamicObject| o.metadata.finalizers.clone().unwrap_or_default();
+    eventually(Duration::from_secs(30), "both finalizers", || async {
+        let o = api.get("stuck").await.ok()?;
+        (finalizers(&o) == ["example.com/keep", "test.wasmop.dev/cleanup"]).then_some(())
+    })
+    .await;
+    api.delete("stuck", &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let o = api.get("stuck").await.unwrap();
+    assert_eq!(
+        finalizers(&o),
+        ["example.com/keep", "test.wasmop.dev/cleanup"],
+        "a failing cleanup must keep the object"
+    );
+    assert_eq!(
+        o.data["status"]["conditions"][0]["reason"], "InvalidSpec",
+        "{:?}",
+        o.data["status"]
+    );
+    apply(
+        &client,
+        &hostile,
+        "default",
+        &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Hostile",
+        "metadata": {"name": "stuck", "namespace": "default",
+                     "finalizers": ["example.com/keep"],
+                     "annotations": {"wasmop.dev/skip-cleanup": "true"}},
+        "spec": {"mode": "stuck-cleanup"}}),
+    )
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "only the other finalizer left",
+        || async {
+            let o = api.get("stuck").await.ok()?;
+            (finalizers(&o) == ["example.com/keep"]).then_some(())
+        },
+    )
+    .await;
+    let skipped = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| e.reason.as_deref() == Some("CleanupSkipped"));
+    assert!(skipped, "no CleanupSkipped event");
+    api.patch(
+        "stuck",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(30), "stuck object gone", || async {
+        api.get_opt("stuck").await.ok()?.is_none().then_some(())
+    })
+    .await;
 }

@@ -4,90 +4,18 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject};
 use serde_json::json;
+use support::uploads::*;
 use support::*;
 
 const N: usize = 50;
-
-fn push(cluster: &Cluster, name: &str, file: &str) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["push", name])
-        .arg(plugin_dir().join(file))
-        .arg("--kubeconfig")
-        .arg(&cluster.kubeconfig)
-        .args(["--namespace", "default", "--timeout", "120"])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-fn wasmplugin_resource() -> ApiResource {
-    ApiResource {
-        group: "wasmop.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "wasmop.dev/v1alpha1".into(),
-        kind: "WasmPlugin".into(),
-        plural: "wasmplugins".into(),
-    }
-}
-
-/// Uploads raw bytes the way `wasmop push` does, but without its local checks.
-async fn upload_raw(client: &kube::Client, name: &str, component: &[u8]) {
-    use std::io::Write;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(component).unwrap();
-    let cm = ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("raw-{name}")),
-            ..Default::default()
-        },
-        binary_data: Some(BTreeMap::from([(
-            "plugin.wasm.gz".to_string(),
-            ByteString(gz.finish().unwrap()),
-        )])),
-        ..Default::default()
-    };
-    let pp = PatchParams::apply("e2e-test").force();
-    Api::<ConfigMap>::namespaced(client.clone(), "default")
-        .patch(&format!("raw-{name}"), &pp, &Patch::Apply(&cm))
-        .await
-        .unwrap();
-    apply(client, &wasmplugin_resource(), "default", &json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"configMap": {"name": format!("raw-{name}")}, "sha256": wasmop::runtime::digest_of(component)}}))
-    .await
-    .unwrap();
-}
-
-async fn ready_reason(client: &kube::Client, name: &str) -> Option<(String, String)> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
-    let wp = api.get(name).await.ok()?;
-    let generation = wp.metadata.generation?;
-    let s = &wp.data["status"];
-    (s["observedGeneration"].as_i64() == Some(generation)).then_some(())?;
-    let c = s["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Ready")?;
-    Some((
-        c["status"].as_str()?.to_string(),
-        c["reason"].as_str()?.to_string(),
-    ))
-}
 
 fn pr(name: &str, size: i64) -> serde_json::Value {
     json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
@@ -378,7 +306,7 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
         "the directory's older file yields to the upload",
         || async {
             host.log_text()
-                .contains("runs from cluster:default/podreplica")
+                .contains("runs from the upload cluster:default/podreplica")
                 .then_some(())
         },
     )

@@ -111,6 +111,8 @@ SERVICE_CIDR="10.0.0.0/24"
 SERVICE_IP="10.0.0.1"
 POD_CIDR="10.244.0.0/16"
 NODE_COUNT=3
+NODE_PODS="${WASMOP_CLUSTER_NODE_PODS:-110}"
+[[ "$NODE_PODS" =~ ^[1-9][0-9]*$ ]] || { echo "error: WASMOP_CLUSTER_NODE_PODS must be a positive number, not '$NODE_PODS'" >&2; exit 2; }
 READY_TIMEOUT="${WASMOP_CLUSTER_TIMEOUT:-120}"
 
 port_in_use() {

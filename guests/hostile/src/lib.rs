@@ -8,9 +8,17 @@
 //! - `panic`: panics with a known message;
 //! - `badjson`: returns an apply action whose object is not JSON;
 //! - `huge`: returns a plan of `spec.count` (default 1,000,000) actions;
-//! - `invalid`: answers `invalid-spec`.
+//! - `invalid`: answers `invalid-spec`;
+//! - `sleep`: sleeps for an hour (`std::thread::sleep`), then answers like `ok`;
+//! - `sleep-loop`: sleeps a millisecond at a time, for ever;
+//! - `wait`: waits for an hour to pass on the monotonic clock, checking without sleeping;
+//! - `stdin`: reads stdin to its end, then answers like `ok`;
+//! - `events`: a plan of `spec.count` (default 1,000,000) empty Events;
+//! - `long-error`: answers `other` with a message of `spec.count` bytes (default 50 MiB);
+//! - `long-status`: a status of `spec.count` bytes (default 16 MiB).
 //!
-//! It declares a finalizer; its `cleanup` records a `CleanedUp` event and lets go.
+//! It declares a finalizer; its `cleanup` records a `CleanedUp` event and lets go, except in
+//! mode `stuck-cleanup`, where it answers `invalid-spec` for ever.
 #![allow(unsafe_code)]
 
 mod bindings {
@@ -43,6 +51,14 @@ const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResou
 "schema":{"openAPIV3Schema":{"type":"object","properties":{
 "spec":{"type":"object","x-kubernetes-preserve-unknown-fields":true},
 "status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}"#;
+
+/// `spec.count` of the primary, or `default`.
+fn count(primary: &serde_json::Value, default: usize) -> usize {
+    primary
+        .pointer("/spec/count")
+        .and_then(|c| c.as_u64())
+        .map_or(default, |c| c as usize)
+}
 
 impl bindings::Guest for Hostile {
     fn info() -> PluginInfo {
@@ -108,21 +124,62 @@ impl bindings::Guest for Hostile {
                 ..empty
             }),
             "huge" => {
-                let count = primary
-                    .pointer("/spec/count")
-                    .and_then(|c| c.as_u64())
-                    .unwrap_or(1_000_000) as usize;
-                let actions = (0..count).map(|_| Action::Apply(String::new())).collect();
+                let actions = (0..count(&primary, 1_000_000))
+                    .map(|_| Action::Apply(String::new()))
+                    .collect();
                 Ok(Plan { actions, ..empty })
             }
             "invalid" => Err(ReconcileError::InvalidSpec(
                 "mode `invalid` asked for it".into(),
             )),
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(empty)
+            }
+            "sleep-loop" => loop {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            },
+            "wait" => {
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_secs(3600) {
+                    std::hint::spin_loop();
+                }
+                Ok(empty)
+            }
+            "stdin" => {
+                let mut input = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
+                    .map_err(|e| ReconcileError::Other(e.to_string()))?;
+                Ok(empty)
+            }
+            "events" => {
+                let events = (0..count(&primary, 1_000_000))
+                    .map(|_| bindings::wasmop::plugin::types::Event {
+                        event_type: bindings::wasmop::plugin::types::EventType::Normal,
+                        reason: String::new(),
+                        message: String::new(),
+                    })
+                    .collect();
+                Ok(Plan { events, ..empty })
+            }
+            "long-error" => Err(ReconcileError::Other("e".repeat(count(&primary, 50 << 20)))),
+            "long-status" => Ok(Plan {
+                status: Some(format!(
+                    r#"{{"text":"{}"}}"#,
+                    "s".repeat(count(&primary, 16 << 20))
+                )),
+                ..empty
+            }),
             _ => Ok(empty),
         }
     }
 
-    fn cleanup(_observed: Observed) -> Result<Plan, ReconcileError> {
+    fn cleanup(observed: Observed) -> Result<Plan, ReconcileError> {
+        if observed.primary.contains(r#""mode":"stuck-cleanup""#) {
+            return Err(ReconcileError::InvalidSpec(
+                "mode `stuck-cleanup`: this cleanup can never succeed".into(),
+            ));
+        }
         Ok(Plan {
             actions: vec![],
             status: None,

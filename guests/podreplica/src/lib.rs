@@ -29,7 +29,12 @@ pub fn primary_kind() -> KindRef {
 impl Plugin for PodReplicaPlugin {
     fn info() -> PluginInfo {
         PluginInfo {
-            name: "podreplica".into(),
+            // The `renamed` test build claims the same primary kind under another name.
+            name: if cfg!(feature = "renamed") {
+                "podreplica-renamed".into()
+            } else {
+                "podreplica".into()
+            },
             version: if cfg!(feature = "v2") {
                 concat!(env!("CARGO_PKG_VERSION"), "-v2").into()
             } else if cfg!(feature = "v3") {

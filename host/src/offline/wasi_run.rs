@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use wasmtime::Store;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, Linker};
 use wasmtime_wasi::p2::bindings::sync::CommandPre;
 
 use crate::runtime::limits::MAX_MEMORY_BYTES;
@@ -30,8 +30,12 @@ pub fn run(args: &WasiRunArgs) -> anyhow::Result<i32> {
     let component = Component::from_file(engine, &args.component)
         .map_err(|e| anyhow::anyhow!("{e:#}"))
         .with_context(|| format!("{}: cannot compile", args.component.display()))?;
-    let pre = sandbox
-        .linker()
+    // A test binary is no plugin: it gets all of WASI, real clocks included (a test may
+    // sleep), but still no files, network or environment (see `StoreData::for_command`).
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        .map_err(|e| anyhow::anyhow!("linking WASI: {e:#}"))?;
+    let pre = linker
         .instantiate_pre(&component)
         .map_err(|e| anyhow::anyhow!("{}: {e:#}", args.component.display()))?;
     let pre = CommandPre::new(pre).map_err(|e| anyhow::anyhow!("not a WASI command: {e:#}"))?;

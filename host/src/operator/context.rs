@@ -10,6 +10,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 
+use super::expect::Expectations;
 use super::guard::Guard;
 use crate::ops::metrics::Metrics;
 use crate::runtime::{LoadedPlugin, Relation, Sandbox};
@@ -101,8 +102,12 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Per-object backoff.
     pub backoff: Backoff,
-    /// How long to wait for the caches to show a plan's effects.
-    pub cache_wait: Duration,
+    /// Cache of the primary kind (the controller's own).
+    pub primary_store: Store<DynamicObject>,
+    /// What each primary waits to see of its own writes.
+    pub expectations: Arc<Expectations>,
+    /// Turns true once every cache (primary and relations) has its first full list.
+    pub synced: tokio::sync::watch::Receiver<bool>,
 }
 
 #[cfg(test)]

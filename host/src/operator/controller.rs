@@ -14,9 +14,11 @@ use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::context::{Backoff, Context, PluginSlot, RelatedCache};
+use super::expect::Expectations;
 use super::guard::Guard;
 use super::kinds::{api_for, api_resource};
 use super::reconcile::{error_policy, reconcile};
+use super::seen;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
 use crate::runtime::{Sandbox, Selection};
@@ -50,9 +52,14 @@ async fn wait_ready(store: &reflector::Store<DynamicObject>) {
     {}
 }
 
+/// How long a plan's writes may stay unseen by the watch before the primary is decided
+/// anyway (a lost event; kube-controller-manager waits 5 minutes).
+pub const EXPECTATION_TTL: Duration = Duration::from_secs(60);
+
 /// Runs the controller of the plugin in `slot` until `shutdown` resolves; reconciles that
-/// are running then finish first. `synced` turns true once every cache has its first list;
-/// a message on `reconcile_all` reconciles every object again (after a swap).
+/// are running then finish first. No reconcile decides before every cache (the primary's
+/// and each relation's) has its first full list; `synced` turns true then (readiness). A
+/// message on `reconcile_all` reconciles every object again (after a swap).
 pub async fn run_controller(
     deps: ControllerDeps,
     slot: Arc<PluginSlot>,
@@ -70,6 +77,7 @@ pub async fn run_controller(
         primary_ar.clone(),
     );
     let primary_store = controller.store();
+    let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
     let mut related = Vec::new();
     for relation in &info.relations {
         let ar = api_resource(&relation.kind);
@@ -82,6 +90,7 @@ pub async fn run_controller(
         }
         let stream = reflector::reflector(writer, watcher(api, wc))
             .default_backoff()
+            .inspect(seen::tap(expectations.clone(), relation.kind.clone()))
             .touched_objects();
         controller = match relation.selection {
             Selection::Owned => controller.owns_stream_with(stream, ar.clone()),
@@ -110,6 +119,7 @@ pub async fn run_controller(
         });
     }
 
+    let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(Context {
         client: deps.client.clone(),
         sandbox: deps.sandbox.clone(),
@@ -120,7 +130,9 @@ pub async fn run_controller(
         recorder: Recorder::new(deps.client.clone(), deps.reporter.clone()),
         metrics: deps.metrics.clone(),
         backoff: Backoff::default(),
-        cache_wait: Duration::from_secs(5),
+        primary_store: primary_store.clone(),
+        expectations,
+        synced: synced_rx,
     });
 
     let readiness = {
@@ -132,6 +144,7 @@ pub async fn run_controller(
                 wait_ready(&r.store).await;
             }
             tracing::info!(plugin = %name, "caches synced");
+            let _ = synced_tx.send(true);
             synced.set(true);
         }
     };

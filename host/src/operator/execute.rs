@@ -1,7 +1,8 @@
 //! The executor: carries out checked steps with the Kubernetes API. Creates with generated
 //! names are POSTs; everything named goes through server-side apply with the plugin's field
 //! manager; deletes carry the UID precondition; the status goes through the status
-//! subresource.
+//! subresource. Every completed write is reported as it happens ([`Written`]), so the
+//! caller can expect it in the caches even when a later step fails.
 
 use kube::Client;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
@@ -11,13 +12,27 @@ use super::guard::{PrimaryRef, Step};
 use super::kinds::api_for;
 use crate::runtime::KindRef;
 
-/// What a plan changed, for waiting until the caches have seen it.
-#[derive(Debug, Default, Clone)]
-pub struct Executed {
-    /// Objects created or applied: (kind, namespace, name).
-    pub written: Vec<(KindRef, Option<String>, String)>,
-    /// Objects deleted: (kind, UID).
-    pub deleted: Vec<(KindRef, String)>,
+/// One completed write, as the API server answered it.
+#[derive(Debug)]
+pub enum Written {
+    /// An object created or applied: the object as stored.
+    Object {
+        /// Its kind.
+        kind: KindRef,
+        /// The object the API server returned (name, resourceVersion, labels).
+        object: Box<DynamicObject>,
+    },
+    /// An object deleted (or already gone).
+    Deleted {
+        /// Its kind.
+        kind: KindRef,
+        /// Namespace.
+        namespace: Option<String>,
+        /// Name.
+        name: String,
+        /// UID the delete was made on.
+        uid: String,
+    },
 }
 
 /// The field manager of a plugin's writes.
@@ -29,14 +44,15 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// Carries out `steps` in order; stops at the first failure.
+/// Carries out `steps` in order; stops at the first failure. `done` hears of every write
+/// that succeeded, before the next step starts.
 pub async fn run_steps(
     client: &Client,
     plugin: &str,
     steps: &[Step],
-) -> Result<Executed, kube::Error> {
+    done: &mut (dyn FnMut(Written) + Send),
+) -> Result<(), kube::Error> {
     let manager = field_manager(plugin);
-    let mut done = Executed::default();
     for step in steps {
         match step {
             Step::Create { kind, object } => {
@@ -56,11 +72,10 @@ pub async fn run_steps(
                     )
                     .await?;
                 tracing::info!(plugin, kind = %kind.kind, name = ?created.metadata.name, "created");
-                done.written.push((
-                    kind.clone(),
-                    created.metadata.namespace.clone(),
-                    created.metadata.name.unwrap_or_default(),
-                ));
+                done(Written::Object {
+                    kind: kind.clone(),
+                    object: Box::new(created),
+                });
             }
             Step::Apply { kind, object } => {
                 let ns = object
@@ -71,15 +86,18 @@ pub async fn run_steps(
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let api = api_for(client, kind, ns);
-                api.patch(
-                    name,
-                    &PatchParams::apply(&manager).force(),
-                    &Patch::Apply(object),
-                )
-                .await?;
+                let applied = api
+                    .patch(
+                        name,
+                        &PatchParams::apply(&manager).force(),
+                        &Patch::Apply(object),
+                    )
+                    .await?;
                 tracing::info!(plugin, kind = %kind.kind, name, "applied");
-                done.written
-                    .push((kind.clone(), ns.map(str::to_string), name.to_string()));
+                done(Written::Object {
+                    kind: kind.clone(),
+                    object: Box::new(applied),
+                });
             }
             Step::Delete { kind, target } => {
                 let api = api_for(client, kind, target.namespace.as_deref());
@@ -104,22 +122,28 @@ pub async fn run_steps(
                     Err(e) => return Err(e),
                 }
                 if let Some(uid) = &target.uid {
-                    done.deleted.push((kind.clone(), uid.clone()));
+                    done(Written::Deleted {
+                        kind: kind.clone(),
+                        namespace: target.namespace.clone(),
+                        name: target.name.clone(),
+                        uid: uid.clone(),
+                    });
                 }
             }
         }
     }
-    Ok(done)
+    Ok(())
 }
 
-/// Writes the primary's status through the status subresource (server-side apply).
+/// Writes the primary's status through the status subresource (server-side apply);
+/// returns the primary as stored.
 pub async fn write_status(
     client: &Client,
     plugin: &str,
     kind: &KindRef,
     primary: &PrimaryRef,
     status: &Value,
-) -> Result<(), kube::Error> {
+) -> Result<DynamicObject, kube::Error> {
     let api = api_for(client, kind, primary.namespace.as_deref());
     let body = json!({"apiVersion": primary.api_version, "kind": primary.kind, "status": status});
     api.patch_status(
@@ -127,13 +151,13 @@ pub async fn write_status(
         &PatchParams::apply(&field_manager(plugin)).force(),
         &Patch::Apply(&body),
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Sets the host's condition (type `Ready`, status `False`) on the primary's status,
 /// keeping the other conditions: used when the plugin could not decide or its plan was
-/// refused. A status schema without `conditions` simply prunes it.
+/// refused. A status schema without `conditions` simply prunes it. Returns the primary as
+/// stored, or `None` when the condition was already there (nothing written).
 pub async fn mark_not_ready(
     client: &Client,
     kind: &KindRef,
@@ -141,7 +165,7 @@ pub async fn mark_not_ready(
     pref: &PrimaryRef,
     reason: &str,
     message: &str,
-) -> Result<(), kube::Error> {
+) -> Result<Option<DynamicObject>, kube::Error> {
     let mut conditions: Vec<Value> = primary
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -154,7 +178,7 @@ pub async fn mark_not_ready(
             && c["message"] == message
     });
     if unchanged {
-        return Ok(());
+        return Ok(None);
     }
     conditions.retain(|c| c["type"] != "Ready");
     conditions.push(json!({
@@ -168,6 +192,6 @@ pub async fn mark_not_ready(
         &PatchParams::default(),
         &Patch::Merge(json!({"status": {"conditions": conditions}})),
     )
-    .await?;
-    Ok(())
+    .await
+    .map(Some)
 }

@@ -4,18 +4,25 @@
 //!
 //! Split by concern: [`args`] (flags), [`plugins`] (loading a directory), [`crds`],
 //! [`kinds`] (dynamic API handles), [`controller`] (watches and caches), [`reconcile`]
-//! (one decision end to end), [`guard`] (plan checks), [`execute`] (API writes),
-//! [`context`] (what reconciles share).
+//! (one decision end to end, in phases: [`finalize`], [`observed`], [`decide`], [`guard`],
+//! [`execute`]), [`expect`] and [`seen`] (a primary waits to see its own writes),
+//! [`events`], [`context`] (what reconciles share).
 
 pub mod args;
 pub mod context;
 pub mod controller;
 pub mod crds;
+pub mod decide;
+pub mod events;
 pub mod execute;
+pub mod expect;
+pub mod finalize;
 pub mod guard;
 pub mod kinds;
+pub mod observed;
 pub mod plugins;
 pub mod reconcile;
+pub mod seen;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,23 +1,33 @@
-//! One reconcile: observed state from the caches, the plugin's decision in the sandbox, the
-//! guard, the executor, Events, and the requeue decision.
+//! One reconcile, in named phases:
+//!
+//! ```text
+//! gate      caches synced, and the primary's own writes seen (expectations)
+//! prepare   finalizer: reconcile or cleanup (finalize)
+//! observe   the primary and its related objects from the caches (observed)
+//! decide    the plugin's call in the sandbox (decide)
+//! guard     the plan against what the plugin declared (guard)
+//! execute   writes, status and Events; each write expected in the caches (execute, seen)
+//! requeue   the plan's requeue-after, or error backoff
+//! ```
 
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::Resource;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::Instrument;
 
 use super::context::Context;
-use super::execute::{self, Executed};
-use super::guard::{PrimaryRef, Violation};
-use super::kinds::api_for;
-use crate::observe::{in_relation, is_controlled_by, selector_of, trim_for_guest};
-use crate::runtime::{CallError, Entry, EventType, LoadedPlugin, Observed, Plan, ReconcileError};
+use super::decide::{Decided, decide, not_ready};
+use super::events::publish;
+use super::execute;
+use super::expect::Pending;
+use super::finalize::{self, Prepared};
+use super::guard::{PrimaryRef, Step, Violation};
+use super::observed::{observe, primary_of};
+use super::seen;
+use crate::runtime::{CallError, Entry, EventType, LoadedPlugin, Plan, ReconcileError};
 
 /// Why a reconcile failed; each is retried with per-object backoff.
 #[derive(Debug, thiserror::Error)]
@@ -62,111 +72,6 @@ fn object_key(obj: &DynamicObject) -> String {
     )
 }
 
-/// The related objects of `primary` from the caches, per relation, trimmed for the guest.
-/// Objects of another namespace are skipped before they are serialised; everything else is
-/// decided by the same [`in_relation`] check the offline commands use, once per object.
-fn related_of(
-    ctx: &Context,
-    primary: &Value,
-    ns: Option<&str>,
-) -> Result<BTreeMap<String, Vec<Value>>, String> {
-    let mut related: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for cache in &ctx.related {
-        let selector = selector_of(&cache.relation)?;
-        let chosen = related.entry(cache.relation.name.clone()).or_default();
-        for obj in cache.store.state() {
-            if cache.relation.kind.namespaced && obj.metadata.namespace.as_deref() != ns {
-                continue;
-            }
-            let Ok(mut v) = serde_json::to_value(&*obj) else {
-                continue;
-            };
-            v["apiVersion"] = json!(cache.resource.api_version);
-            v["kind"] = json!(cache.resource.kind);
-            if in_relation(&cache.relation, &selector, primary, &v) {
-                chosen.push(trim_for_guest(v));
-            }
-        }
-    }
-    Ok(related)
-}
-
-async fn publish(
-    ctx: &Context,
-    obj: &DynamicObject,
-    event_type: EventType,
-    reason: &str,
-    note: String,
-) {
-    let ev = KubeEvent {
-        type_: match event_type {
-            EventType::Normal => KubeEventType::Normal,
-            EventType::Warning => KubeEventType::Warning,
-        },
-        reason: reason.chars().take(128).collect(),
-        note: Some(note.chars().take(1024).collect()),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    let reference = obj.object_ref(&ctx.primary);
-    if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
-        tracing::warn!(error = %e, reason, "could not publish event");
-    }
-}
-
-/// Waits (bounded) until the caches show what a plan did, so the next decision about this
-/// object never acts on a stale view (no doubled creates).
-async fn await_caches(ctx: &Context, done: &Executed) {
-    let deadline = Instant::now() + ctx.cache_wait;
-    loop {
-        let seen_writes = done.written.iter().all(|(kind, ns, name)| {
-            ctx.related
-                .iter()
-                .filter(|c| &c.relation.kind == kind)
-                .all(|c| {
-                    c.store.state().iter().any(|o| {
-                        o.metadata.name.as_deref() == Some(name)
-                            && o.metadata.namespace.as_deref() == ns.as_deref()
-                    })
-                })
-        });
-        let seen_deletes = done.deleted.iter().all(|(kind, uid)| {
-            ctx.related
-                .iter()
-                .filter(|c| &c.relation.kind == kind)
-                .all(|c| {
-                    !c.store.state().iter().any(|o| {
-                        o.metadata.uid.as_deref() == Some(uid)
-                            && o.metadata.deletion_timestamp.is_none()
-                    })
-                })
-        });
-        if (seen_writes && seen_deletes) || Instant::now() >= deadline {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn set_finalizers(
-    ctx: &Context,
-    pref: &PrimaryRef,
-    finalizers: Vec<String>,
-) -> Result<(), kube::Error> {
-    let api = api_for(
-        &ctx.client,
-        &ctx.slot.current().info.primary,
-        pref.namespace.as_deref(),
-    );
-    api.patch(
-        &pref.name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": finalizers}})),
-    )
-    .await?;
-    Ok(())
-}
-
 /// Reconciles one primary object with the plugin's current version.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Failure> {
     let plugin = ctx.slot.current();
@@ -205,172 +110,69 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     result
 }
 
+/// The gate: nothing is decided before every cache has its first full list, nor on a view
+/// that misses this primary's own writes. Returns the action to take instead of deciding.
+async fn gate(
+    ctx: &Context,
+    plugin: &LoadedPlugin,
+    obj: &DynamicObject,
+    pref: &PrimaryRef,
+) -> Option<Action> {
+    let mut synced = ctx.synced.clone();
+    let _ = synced.wait_for(|s| *s).await;
+    // The object handed to this reconcile is the primary's cache as it is now.
+    ctx.expectations.observe(
+        &seen::key_of(&plugin.info.primary, obj),
+        super::expect::Seen::Present(obj),
+    );
+    match ctx.expectations.pending(&pref.uid) {
+        Pending::Clear => None,
+        Pending::Waiting {
+            outstanding,
+            expires_in,
+        } => {
+            tracing::debug!(outstanding, "waiting to see this object's own writes");
+            // The watch events that satisfy them trigger this object again; this is the
+            // backstop for expectations that expire.
+            Some(Action::requeue(expires_in + Duration::from_millis(10)))
+        }
+        Pending::Expired { outstanding } => {
+            tracing::warn!(
+                outstanding,
+                "writes of the last plan were never seen by the watch; deciding anyway"
+            );
+            None
+        }
+    }
+}
+
 async fn reconcile_with(
     obj: &DynamicObject,
     ctx: &Context,
     plugin: &Arc<LoadedPlugin>,
 ) -> Result<Action, Failure> {
-    let mut primary = serde_json::to_value(obj).map_err(|e| Failure::Other(e.to_string()))?;
-    primary["apiVersion"] = json!(ctx.primary.api_version);
-    primary["kind"] = json!(ctx.primary.kind);
-    let pref = PrimaryRef::of(&primary)
-        .ok_or_else(|| Failure::Other("primary object without name or uid".into()))?;
     let info = &plugin.info;
-
-    // Finalizers: added before the first decision, removed after a cleanup with nothing left to do.
-    let mut entry = Entry::Reconcile;
-    if let Some(fin) = &info.finalizer {
-        let mut finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
-        let has = finalizers.contains(fin);
-        if obj.metadata.deletion_timestamp.is_some() {
-            if !has {
-                return Ok(Action::await_change());
-            }
-            entry = Entry::Cleanup;
-        } else if !has {
-            finalizers.push(fin.clone());
-            set_finalizers(ctx, &pref, finalizers).await?;
-            return Ok(Action::await_change());
-        }
-    } else if obj.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+    let (primary, pref) = primary_of(ctx, obj).map_err(Failure::Other)?;
+    if let Some(action) = gate(ctx, plugin, obj, &pref).await {
+        return Ok(action);
     }
-
-    let related = related_of(ctx, &primary, pref.namespace.as_deref()).map_err(Failure::Other)?;
-    let owned: HashSet<String> = related
-        .values()
-        .flatten()
-        .filter(|o| is_controlled_by(o, &pref.uid))
-        .filter_map(|o| {
-            o.pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .collect();
-    let observed = Observed {
-        primary: trim_for_guest(primary.clone()),
-        related,
-        related_json: Default::default(),
-        now_unix_ms: jiff::Timestamp::now().as_millisecond(),
-        seed: rand::random(),
+    let entry = match finalize::prepare(ctx, info, obj, &pref).await? {
+        Prepared::Decide(entry) => entry,
+        Prepared::Done(action) => return Ok(action),
     };
-
-    let labels = crate::ops::metrics::PluginLabels::new(&info.name, &info.version);
-    let call_started = Instant::now();
-    let outcome = ctx
-        .sandbox
-        .decide(
-            plugin.clone(),
-            entry,
-            observed,
-            format!("{}/{}", pref.namespace.as_deref().unwrap_or(""), pref.name),
-        )
-        .await;
-    ctx.metrics
-        .sandbox_call_duration_seconds
-        .get_or_create(&labels)
-        .observe(call_started.elapsed().as_secs_f64());
-    let plan: Plan = match outcome {
-        Ok(Ok(plan)) => plan,
-        Ok(Err(ReconcileError::InvalidSpec(msg))) => {
-            tracing::warn!(reason = "InvalidSpec", "{msg}");
-            publish(ctx, obj, EventType::Warning, "InvalidSpec", msg.clone()).await;
-            execute::mark_not_ready(
-                &ctx.client,
-                &info.primary,
-                &primary,
-                &pref,
-                "InvalidSpec",
-                &msg,
-            )
-            .await?;
-            return Ok(Action::await_change());
-        }
-        Ok(Err(e)) => {
-            publish(
-                ctx,
-                obj,
-                EventType::Warning,
-                "ReconcileError",
-                e.to_string(),
-            )
-            .await;
-            return Err(Failure::Plugin(e));
-        }
-        Err(fault) => {
-            match fault {
-                CallError::Timeout(_) => ctx.metrics.sandbox_timeouts.get_or_create(&labels).inc(),
-                CallError::Trap(_) | CallError::OutOfMemory(_) => {
-                    ctx.metrics.sandbox_traps.get_or_create(&labels).inc()
-                }
-                _ => 0,
-            };
-            tracing::error!(fault = %fault, "plugin fault");
-            publish(
-                ctx,
-                obj,
-                EventType::Warning,
-                "PluginFault",
-                fault.to_string(),
-            )
-            .await;
-            let _ = execute::mark_not_ready(
-                &ctx.client,
-                &info.primary,
-                &primary,
-                &pref,
-                "PluginFault",
-                &fault.to_string(),
-            )
-            .await;
-            return Err(Failure::Fault(fault));
-        }
+    let (observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
+    let plan = match decide(ctx, plugin, (obj, &primary, &pref), entry, observed).await? {
+        Decided::Plan(plan) => plan,
+        Decided::Done(action) => return Ok(action),
     };
-
     let steps = match ctx.guard.check(info, &pref, &plan, &owned) {
         Ok(steps) => steps,
-        Err(v) => {
-            tracing::warn!(rule = v.rule, detail = %v.detail, "plan rejected by the guard");
-            ctx.metrics
-                .rejected_plans
-                .get_or_create(&crate::ops::metrics::RejectLabels {
-                    plugin: info.name.clone(),
-                    rule: v.rule.to_string(),
-                })
-                .inc();
-            publish(ctx, obj, EventType::Warning, "PlanRejected", v.to_string()).await;
-            let _ = execute::mark_not_ready(
-                &ctx.client,
-                &info.primary,
-                &primary,
-                &pref,
-                "PlanRejected",
-                &v.to_string(),
-            )
-            .await;
-            return Err(Failure::Rejected(v));
-        }
+        Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
     };
-    let done = execute::run_steps(&ctx.client, &info.name, &steps).await?;
-    if let Some(status) = &plan.status {
-        execute::write_status(&ctx.client, &info.name, &info.primary, &pref, status).await?;
-    }
-    for ev in &plan.events {
-        publish(ctx, obj, ev.event_type, &ev.reason, ev.message.clone()).await;
-    }
-    await_caches(ctx, &done).await;
+    execute_plan(ctx, plugin, obj, &pref, &steps, &plan).await?;
 
     if entry == Entry::Cleanup && plan.actions.is_empty() {
-        let fin = info.finalizer.clone().unwrap_or_default();
-        let rest: Vec<String> = obj
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| *f != fin)
-            .collect();
-        set_finalizers(ctx, &pref, rest).await?;
+        finalize::release(ctx, info, obj, &pref).await?;
         return Ok(Action::await_change());
     }
     Ok(match plan.requeue_after_ms {
@@ -378,6 +180,53 @@ async fn reconcile_with(
         None if entry == Entry::Cleanup => Action::requeue(Duration::from_secs(1)),
         None => Action::await_change(),
     })
+}
+
+/// A plan the guard refused: metric, Warning Event, `Ready=False`.
+async fn refused(
+    ctx: &Context,
+    plugin: &LoadedPlugin,
+    (obj, primary, pref): (&DynamicObject, &Value, &PrimaryRef),
+    v: Violation,
+) -> Failure {
+    let info = &plugin.info;
+    tracing::warn!(rule = v.rule, detail = %v.detail, "plan rejected by the guard");
+    ctx.metrics
+        .rejected_plans
+        .get_or_create(&crate::ops::metrics::RejectLabels {
+            plugin: info.name.clone(),
+            rule: v.rule.to_string(),
+        })
+        .inc();
+    publish(ctx, obj, EventType::Warning, "PlanRejected", v.to_string()).await;
+    let _ = not_ready(ctx, plugin, primary, pref, "PlanRejected", &v.to_string()).await;
+    Failure::Rejected(v)
+}
+
+/// Carries out the checked steps, then the status and the Events. Every write that
+/// succeeded is expected in the caches, also when a later one fails.
+async fn execute_plan(
+    ctx: &Context,
+    plugin: &LoadedPlugin,
+    obj: &DynamicObject,
+    pref: &PrimaryRef,
+    steps: &[Step],
+    plan: &Plan,
+) -> Result<(), Failure> {
+    let info = &plugin.info;
+    execute::run_steps(&ctx.client, &info.name, steps, &mut |written| {
+        seen::record(ctx, &pref.uid, written)
+    })
+    .await?;
+    if let Some(status) = &plan.status {
+        let stored =
+            execute::write_status(&ctx.client, &info.name, &info.primary, pref, status).await?;
+        seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
+    }
+    for ev in &plan.events {
+        publish(ctx, obj, ev.event_type, &ev.reason, ev.message.clone()).await;
+    }
+    Ok(())
 }
 
 /// Error policy: exponential backoff per object, reset on success.

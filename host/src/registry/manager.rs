@@ -7,6 +7,20 @@
 //! object is reconciled again; a version that watches differently restarts its controller;
 //! the same bytes again change nothing. Offers are handled one at a time, in order, so of
 //! two quick uploads the later one ends up active.
+//!
+//! Identity: a plugin is its name, and it owns its primary kind.
+//! - A source (a WasmPlugin, a file) that runs plugin A cannot turn into plugin B
+//!   (`NameChanged`): a renamed plugin is a new upload or file, and the old one goes with its
+//!   source.
+//! - A primary kind is reconciled by one plugin only: a second plugin that declares it is
+//!   refused (`PrimaryKindClaimed`), and a plugin cannot change its primary kind
+//!   (`PrimaryKindChanged`).
+//! - One rule decides between sources of the same name: an upload (WasmPlugin) wins over a
+//!   file of the plugins directory, at any time. A file whose plugin runs from an upload is
+//!   refused (`Superseded`) and runs again once that WasmPlugin is deleted; an upload
+//!   replaces a version that runs from a file. Two uploads (or two files) of the same name:
+//!   the first one keeps it (`NameTaken`).
+//! - A controller that does not stop within its grace period is aborted.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +32,7 @@ use tokio::task::JoinHandle;
 
 use crate::operator::context::PluginSlot;
 use crate::operator::controller::{ControllerDeps, run_controller};
+use crate::operator::finalize;
 use crate::ops::health::Health;
 use crate::ops::metrics::{LoadLabels, LoadResult, Metrics};
 use crate::runtime::{Limits, LoadError, LoadedPlugin, PluginInfo, Sandbox, digest_of};
@@ -30,6 +45,8 @@ pub struct Rejection {
     pub reason: &'static str,
     /// What is wrong.
     pub message: String,
+    /// The plugin the refused version declared, when it got that far.
+    pub plugin: Option<String>,
 }
 
 impl Rejection {
@@ -37,6 +54,7 @@ impl Rejection {
     pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
         Rejection {
             reason,
+            plugin: None,
             message: message.into(),
         }
     }
@@ -94,6 +112,9 @@ pub struct Manager {
     shutdown: watch::Receiver<bool>,
     running: Mutex<HashMap<String, Running>>,
 }
+
+/// How long a stopped controller may take to finish its running reconciles.
+pub const STOP_GRACE: Duration = Duration::from_secs(30);
 
 fn same_watches(a: &PluginInfo, b: &PluginInfo) -> bool {
     a.primary == b.primary && a.relations == b.relations && a.finalizer == b.finalizer
@@ -169,25 +190,91 @@ impl Manager {
         }
     }
 
-    async fn stop(running: Running) {
+    async fn stop(mut running: Running) {
         let _ = running.stop.send(true);
-        if tokio::time::timeout(Duration::from_secs(30), running.task)
+        if tokio::time::timeout(STOP_GRACE, &mut running.task)
             .await
             .is_err()
         {
-            tracing::warn!(origin = %running.origin, "controller did not stop within 30 s");
+            tracing::warn!(origin = %running.origin, "controller did not stop within {STOP_GRACE:?}: aborted");
+            running.task.abort();
+            let _ = running.task.await;
         }
     }
 
-    /// Offers a version from `origin` (`dir:PATH` or `cluster:NS/NAME`). With `yield_to_cluster`,
-    /// a plugin that already runs from the cluster is left alone (startup order: uploads win
-    /// over the plugins directory).
-    pub async fn offer(
-        &self,
+    /// Checks the identity rules (module docs) for `info` offered from `origin`.
+    fn check_identity(
+        running: &HashMap<String, Running>,
         origin: &str,
-        bytes: Vec<u8>,
-        yield_to_cluster: bool,
-    ) -> Result<Accepted, Rejection> {
+        info: &PluginInfo,
+    ) -> Result<(), Rejection> {
+        let name = &info.name;
+        if let Some((other, _)) = running
+            .iter()
+            .find(|(n, r)| r.origin == origin && *n != name)
+        {
+            return Err(Rejection::new(
+                "NameChanged",
+                format!(
+                    "{origin} runs plugin `{other}`; this version is named `{name}`: a plugin of another name needs its own upload or file"
+                ),
+            ));
+        }
+        if let Some((other, _)) = running
+            .iter()
+            .find(|(n, r)| *n != name && r.slot.current().info.primary == info.primary)
+        {
+            return Err(Rejection::new(
+                "PrimaryKindClaimed",
+                format!(
+                    "{}.{} is reconciled by plugin `{other}`; one primary kind has one plugin",
+                    info.primary.kind, info.primary.group
+                ),
+            ));
+        }
+        if let Some(r) = running.get(name).filter(|r| r.origin != origin) {
+            let upload = |o: &str| o.starts_with("cluster:");
+            if upload(&r.origin) && !upload(origin) {
+                return Err(Rejection::new(
+                    "Superseded",
+                    format!("plugin `{name}` runs from the upload {}", r.origin),
+                ));
+            }
+            if upload(&r.origin) == upload(origin) {
+                return Err(Rejection::new(
+                    "NameTaken",
+                    format!("plugin `{name}` runs from {}", r.origin),
+                ));
+            }
+        }
+        let current = running.get(name).map(|r| r.slot.current());
+        if let Some(current) = current.filter(|c| c.info.primary != info.primary) {
+            return Err(Rejection::new(
+                "PrimaryKindChanged",
+                format!(
+                    "plugin `{name}` reconciles {}.{}, this version declares {}.{}: a different primary kind needs a new plugin name",
+                    current.info.primary.kind,
+                    current.info.primary.group,
+                    info.primary.kind,
+                    info.primary.group
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The origin a plugin runs from, if it runs.
+    pub async fn origin_of(&self, name: &str) -> Option<String> {
+        self.running
+            .lock()
+            .await
+            .get(name)
+            .map(|r| r.origin.clone())
+    }
+
+    /// Offers a version from `origin` (`dir:PATH` or `cluster:NS/NAME`); the identity rules
+    /// of the module docs decide between sources.
+    pub async fn offer(&self, origin: &str, bytes: Vec<u8>) -> Result<Accepted, Rejection> {
         let digest = digest_of(&bytes);
         let mut running = self.running.lock().await;
         if let Some(r) = running
@@ -211,27 +298,15 @@ impl Manager {
         };
         let info = plugin.info.clone();
         let name = info.name.clone();
+        if let Err(mut r) = Self::check_identity(&running, origin, &info) {
+            if r.reason != "Superseded" {
+                self.count(&name, LoadResult::Rejected);
+            }
+            r.plugin = Some(name);
+            return Err(r);
+        }
         if let Some(r) = running.get(&name) {
             let current = r.slot.current();
-            if yield_to_cluster && r.origin.starts_with("cluster:") {
-                return Err(Rejection::new(
-                    "Superseded",
-                    format!("plugin `{name}` runs from {}", r.origin),
-                ));
-            }
-            if current.info.primary != info.primary {
-                self.count(&name, LoadResult::Rejected);
-                return Err(Rejection::new(
-                    "PrimaryKindChanged",
-                    format!(
-                        "plugin `{name}` reconciles {}.{}, this version declares {}.{}: a different primary kind needs a new plugin name",
-                        current.info.primary.kind,
-                        current.info.primary.group,
-                        info.primary.kind,
-                        info.primary.group
-                    ),
-                ));
-            }
             if current.digest == digest {
                 return Ok(Accepted {
                     info,
@@ -256,7 +331,13 @@ impl Manager {
             }
             Some(r) => {
                 tracing::info!(plugin = %name, "the new version watches differently: restarting its controller");
+                let old = r.slot.current();
                 Self::stop(r).await;
+                if let Some(fin) = old.info.finalizer.as_deref()
+                    && info.finalizer.as_deref() != Some(fin)
+                {
+                    self.release_finalizer(&old.info, fin).await;
+                }
                 running.insert(name.clone(), self.start(plugin, origin));
                 Change::Restarted
             }
@@ -268,7 +349,8 @@ impl Manager {
         })
     }
 
-    /// Stops the plugins that came from `origin`; the objects they made stay.
+    /// Stops the plugins that came from `origin`; the objects they made stay, but their
+    /// finalizer is released (nothing would ever remove it).
     pub async fn remove(&self, origin: &str) {
         let mut running = self.running.lock().await;
         let names: Vec<String> = running
@@ -279,24 +361,43 @@ impl Manager {
         for name in names {
             if let Some(r) = running.remove(&name) {
                 tracing::info!(plugin = %name, origin, "plugin removed: stopping its controller");
+                let info = r.slot.current().info.clone();
                 Self::stop(r).await;
+                if let Some(fin) = info.finalizer.as_deref() {
+                    self.release_finalizer(&info, fin).await;
+                }
                 self.health.flag(&format!("caches/{name}")).set(true);
             }
         }
     }
 
-    /// Waits until every controller has stopped (after shutdown), at most `grace`.
+    /// Releases `fin` from the objects of a plugin that no longer declares it (logged).
+    async fn release_finalizer(&self, info: &PluginInfo, fin: &str) {
+        let ns = self.deps.namespace.as_deref();
+        match finalize::release_everywhere(&self.deps.client, info, fin, ns).await {
+            Ok(n) => tracing::info!(plugin = %info.name, finalizer = fin, released = n,
+                "finalizer no longer declared: released from the plugin's objects"),
+            Err(e) => tracing::error!(plugin = %info.name, finalizer = fin, error = %e,
+                "could not release the finalizer from the plugin's objects"),
+        }
+    }
+
+    /// Waits until every controller has stopped (after shutdown), at most `grace`; the
+    /// ones still running then are aborted.
     pub async fn join(&self, grace: Duration) {
         let mut running = self.running.lock().await;
-        let tasks: Vec<JoinHandle<()>> = running.drain().map(|(_, r)| r.task).collect();
-        if tokio::time::timeout(grace, futures::future::join_all(tasks))
+        let mut tasks: Vec<JoinHandle<()>> = running.drain().map(|(_, r)| r.task).collect();
+        if tokio::time::timeout(grace, futures::future::join_all(tasks.iter_mut()))
             .await
             .is_err()
         {
             tracing::warn!(
                 ?grace,
-                "reconciles still running after the grace period; stopping anyway"
+                "reconciles still running after the grace period; aborted"
             );
+            for t in &tasks {
+                t.abort();
+            }
         }
     }
 

@@ -27,8 +27,10 @@ fn stamp(path: &Path) -> Option<Stamp> {
     Some((m.modified().ok()?, m.len()))
 }
 
-/// Offers every plugin file of `dir` once (at startup, yielding to cluster uploads), then
-/// polls the directory every `every` and offers files that changed, until shutdown.
+/// Offers every plugin file of `dir`, then polls the directory every `every` and offers
+/// files that changed, until shutdown. A file whose plugin runs from an upload is
+/// superseded (the manager's rule); it is offered again once that plugin no longer runs
+/// from an upload (its WasmPlugin was deleted).
 pub async fn watch_dir(
     manager: Arc<Manager>,
     dir: PathBuf,
@@ -36,8 +38,19 @@ pub async fn watch_dir(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut seen: HashMap<PathBuf, Stamp> = HashMap::new();
-    let mut first = true;
+    let mut superseded: HashMap<PathBuf, String> = HashMap::new();
     loop {
+        let mut retry = Vec::new();
+        for (path, name) in &superseded {
+            let origin = manager.origin_of(name).await;
+            if !origin.is_some_and(|o| o.starts_with("cluster:")) {
+                retry.push(path.clone());
+            }
+        }
+        for path in retry {
+            superseded.remove(&path);
+            seen.remove(&path);
+        }
         for path in plugin_files(&dir).unwrap_or_default() {
             let Some(st) = stamp(&path) else { continue };
             if seen.get(&path) == Some(&st) {
@@ -48,17 +61,21 @@ pub async fn watch_dir(
                 continue;
             };
             let origin = format!("dir:{}", path.display());
-            match manager.offer(&origin, bytes, first).await {
+            match manager.offer(&origin, bytes).await {
                 Ok(a) => {
                     tracing::info!(file = %path.display(), plugin = %a.info.name, version = %a.info.version, change = ?a.change, "plugin file accepted")
                 }
-                Err(r) if r.reason == "Superseded" => tracing::info!(file = %path.display(), "{r}"),
+                Err(r) if r.reason == "Superseded" => {
+                    tracing::info!(file = %path.display(), "{r}");
+                    if let Some(name) = r.plugin.clone() {
+                        superseded.insert(path.clone(), name);
+                    }
+                }
                 Err(r) => {
                     tracing::error!(file = %path.display(), reason = r.reason, "plugin file refused: {}", r.message)
                 }
             }
         }
-        first = false;
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.wait_for(|v| *v) => return,
@@ -183,7 +200,7 @@ async fn write_status(client: &Client, wp: &WasmPlugin, outcome: &Result<Accepte
 pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_startup: bool) {
     let origin = origin_of(wp);
     let outcome = match fetch(client, wp).await {
-        Ok(bytes) => manager.offer(&origin, bytes, false).await,
+        Ok(bytes) => manager.offer(&origin, bytes).await,
         Err(r) => Err(r),
     };
     match &outcome {

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::budget::{InfoShape, PlanShape};
 use super::types as plain;
 
 wasmtime::component::bindgen!({
@@ -104,8 +105,9 @@ pub fn observed_to_wit(o: &plain::Observed) -> wit::Observed {
     }
 }
 
-/// Size of a plan as it crossed the boundary: the bytes of all its strings.
-pub fn plan_bytes(p: &wit::Plan) -> usize {
+/// Size of a plan as it crossed the boundary: its actions, its Events and the bytes of all
+/// its strings.
+pub fn plan_shape(p: &wit::Plan) -> PlanShape {
     let actions: usize = p
         .actions
         .iter()
@@ -125,7 +127,44 @@ pub fn plan_bytes(p: &wit::Plan) -> usize {
         .iter()
         .map(|e| e.reason.len() + e.message.len())
         .sum();
-    actions + events + p.status.as_ref().map_or(0, String::len)
+    PlanShape {
+        actions: p.actions.len(),
+        events: p.events.len(),
+        bytes: actions + events + p.status.as_ref().map_or(0, String::len),
+    }
+}
+
+/// Bytes of the message of an error answer.
+pub fn error_bytes(e: &wit::ReconcileError) -> usize {
+    match e {
+        wit::ReconcileError::InvalidSpec(s)
+        | wit::ReconcileError::Transient(s)
+        | wit::ReconcileError::Other(s) => s.len(),
+    }
+}
+
+/// Size of what `info()` returned.
+pub fn info_shape(i: &wit::PluginInfo) -> InfoShape {
+    let kind = |k: &wit::KindRef| [&k.group, &k.version, &k.kind, &k.plural].map(|s| s.len());
+    let mut names: Vec<usize> = vec![i.name.len()];
+    names.extend(kind(&i.primary));
+    names.extend(i.finalizer.as_ref().map(String::len));
+    for r in &i.relations {
+        names.push(r.name.len());
+        names.extend(kind(&r.kind));
+        names.extend(r.label_selector.as_ref().map(String::len));
+    }
+    for p in &i.permissions {
+        names.extend(kind(&p.kind));
+    }
+    InfoShape {
+        version: i.version.len(),
+        longest_name: names.iter().copied().max().unwrap_or(0),
+        declarations: i.relations.len() + i.permissions.len(),
+        bytes: names.iter().sum::<usize>()
+            + i.version.len()
+            + i.crd.as_ref().map_or(0, String::len),
+    }
 }
 
 /// Converts a plan, parsing its JSON parts. Limits are checked by the caller first.

@@ -4,6 +4,7 @@
 use wasmtime::{Store, Trap};
 
 use super::bindings::{self, PluginBindings, PluginBindingsPre};
+use super::budget;
 use super::engine::SandboxEngine;
 use super::error::CallError;
 use super::limits::Limits;
@@ -58,6 +59,9 @@ pub(crate) fn call_info(
 ) -> Result<Result<PluginInfo, String>, CallError> {
     let ctx = CallContext::default();
     let raw = with_instance(engine, pre, limits, ctx, |store, b| b.call_info(store))?;
+    if let Err(e) = budget::check_info(bindings::info_shape(&raw)) {
+        return Ok(Err(e));
+    }
     Ok(bindings::info_from_wit(raw))
 }
 
@@ -70,8 +74,8 @@ pub enum Entry {
     Cleanup,
 }
 
-/// Calls `reconcile` or `cleanup`, checks the plan against the output limits and
-/// converts it.
+/// Calls `reconcile` or `cleanup`, checks the answer against the output budget
+/// ([`budget`]) and converts it.
 pub(crate) fn call_decide(
     engine: &SandboxEngine,
     pre: &PluginBindingsPre<StoreData>,
@@ -87,22 +91,13 @@ pub(crate) fn call_decide(
     })?;
     let plan = match raw {
         Ok(plan) => plan,
-        Err(e) => return Ok(Err(bindings::error_from_wit(e))),
+        Err(e) => {
+            budget::check_error(bindings::error_bytes(&e), limits)
+                .map_err(CallError::InvalidOutput)?;
+            return Ok(Err(bindings::error_from_wit(e)));
+        }
     };
-    if plan.actions.len() > limits.max_actions {
-        return Err(CallError::InvalidOutput(format!(
-            "plan has {} actions, the limit is {}",
-            plan.actions.len(),
-            limits.max_actions
-        )));
-    }
-    let size = bindings::plan_bytes(&plan);
-    if size > limits.max_plan_bytes {
-        return Err(CallError::InvalidOutput(format!(
-            "plan is {size} bytes, the limit is {}",
-            limits.max_plan_bytes
-        )));
-    }
+    budget::check_plan(bindings::plan_shape(&plan), limits).map_err(CallError::InvalidOutput)?;
     bindings::plan_from_wit(plan)
         .map(Ok)
         .map_err(CallError::InvalidOutput)

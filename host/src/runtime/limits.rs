@@ -14,8 +14,13 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Maximum number of actions in a plan.
     pub max_actions: usize,
-    /// Maximum size of a plan: the sum of the lengths of all JSON strings and names in it.
+    /// Maximum number of Events in a plan (each one is an API call).
+    pub max_events: usize,
+    /// Maximum size of a plan: the bytes of every string in it (objects, status, Events,
+    /// delete references) together.
     pub max_plan_bytes: usize,
+    /// Maximum size of the message of a `reconcile-error` answer.
+    pub max_error_bytes: usize,
     /// Maximum bytes a call may write to stdout and stderr together; more traps.
     pub max_output_bytes: usize,
 }
@@ -26,7 +31,9 @@ impl Default for Limits {
             deadline: Duration::from_secs(1),
             memory_bytes: 64 << 20,
             max_actions: 1000,
+            max_events: 100,
             max_plan_bytes: 8 << 20,
+            max_error_bytes: 16 << 10,
             max_output_bytes: 64 << 10,
         }
     }

@@ -2,11 +2,12 @@
 //! every call in a fresh store with a deadline and a memory cap.
 //!
 //! Split by concern: [`engine`] (engine and epoch ticker), [`limits`] (per-call limits),
-//! [`store`] (what a store holds), [`plugin`] (a loaded version), [`call`] (one call and
-//! failure classification), [`validate`] (checks of `info()`), [`types`] (plain types of
+//! [`store`] (what a store holds), `wasi` (the WASI a plugin gets), [`plugin`] (a loaded version), [`call`] (one call and
+//! failure classification), [`budget`] (limits on what a plugin returns), [`validate`] (checks of `info()`), [`types`] (plain types of
 //! the contract) and `bindings` (the generated code, private).
 
 mod bindings;
+pub mod budget;
 pub mod call;
 pub mod engine;
 pub mod error;
@@ -16,6 +17,7 @@ mod sandbox;
 pub mod store;
 pub use wasmop_contract as types;
 pub mod validate;
+mod wasi;
 
 pub use call::Entry;
 pub use engine::{EngineConfig, SandboxEngine};

@@ -37,7 +37,7 @@ impl Sandbox {
         let engine = SandboxEngine::new(EngineConfig { max_instances })
             .map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))?;
         let mut linker = Linker::new(engine.engine());
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        super::wasi::add_to_linker(&mut linker)
             .map_err(|e| anyhow::anyhow!("linking WASI: {e:#}"))?;
         add_host_to_linker::<StoreData, wasmtime::component::HasSelf<StoreData>>(
             &mut linker,
@@ -55,11 +55,6 @@ impl Sandbox {
     /// The engine (for tools that run other components, like the test runner).
     pub fn engine(&self) -> &SandboxEngine {
         &self.engine
-    }
-
-    /// The linker with WASI and the host interface.
-    pub fn linker(&self) -> &Linker<StoreData> {
-        &self.linker
     }
 
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, LoadError> {

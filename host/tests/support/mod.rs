@@ -3,6 +3,8 @@
 //! helper stops what it started when dropped.
 #![allow(dead_code)]
 
+pub mod uploads;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -74,8 +76,14 @@ pub struct Cluster {
 impl Cluster {
     /// Starts a control plane in a fresh state directory (building it first if needed).
     pub fn start(tag: &str) -> Cluster {
+        Self::start_with_node_pods(tag, 110)
+    }
+
+    /// [`Cluster::start`] with room for `pods` pods on each of the three fake nodes.
+    pub fn start_with_node_pods(tag: &str, pods: u32) -> Cluster {
         let state = std::env::temp_dir().join(format!("wasmop-e2e-{tag}-{}", std::process::id()));
         let out = Command::new(repo().join("tests/cluster/up"))
+            .env("WASMOP_CLUSTER_NODE_PODS", pods.to_string())
             .arg("--state")
             .arg(&state)
             .stdout(Stdio::inherit())
@@ -136,7 +144,7 @@ pub struct Host {
     pub log: PathBuf,
     /// Address of its HTTP endpoints.
     pub addr: String,
-    _plugins: Scratch,
+    plugins: Scratch,
 }
 
 impl Host {
@@ -177,8 +185,13 @@ impl Host {
             child: Some(child),
             log,
             addr,
-            _plugins: dir,
+            plugins: dir,
         }
+    }
+
+    /// The plugins directory it runs from (a changed file there is swapped in).
+    pub fn plugins_dir(&self) -> &Path {
+        &self.plugins.0
     }
 
     /// The process id.

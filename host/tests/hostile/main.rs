@@ -1,7 +1,12 @@
 //! Hostile plugins are stopped with the right error, within their limits, without
-//! affecting the host or other plugins.
+//! affecting the host or other plugins. Guests that sleep, wait or read are in
+//! [`blocking`]; answers over the output budget in [`output`].
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod blocking;
+mod output;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -1,0 +1,78 @@
+//! What one decision observes: the primary and its related objects from the caches,
+//! trimmed for the guest, with the time and a seed.
+
+use std::collections::{BTreeMap, HashSet};
+
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+use super::context::Context;
+use super::guard::PrimaryRef;
+use crate::observe::{in_relation, is_controlled_by, selector_of, trim_for_guest};
+use crate::runtime::Observed;
+
+/// The primary as JSON (with apiVersion and kind) and its reference.
+pub fn primary_of(ctx: &Context, obj: &DynamicObject) -> Result<(Value, PrimaryRef), String> {
+    let mut primary = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    primary["apiVersion"] = json!(ctx.primary.api_version);
+    primary["kind"] = json!(ctx.primary.kind);
+    let pref = PrimaryRef::of(&primary).ok_or("primary object without name or uid")?;
+    Ok((primary, pref))
+}
+
+/// The related objects of `primary` from the caches, per relation, trimmed for the guest.
+/// Objects of another namespace are skipped before they are serialised; everything else is
+/// decided by the same [`in_relation`] check the offline commands use, once per object.
+fn related_of(
+    ctx: &Context,
+    primary: &Value,
+    ns: Option<&str>,
+) -> Result<BTreeMap<String, Vec<Value>>, String> {
+    let mut related: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for cache in &ctx.related {
+        let selector = selector_of(&cache.relation)?;
+        let chosen = related.entry(cache.relation.name.clone()).or_default();
+        for obj in cache.store.state() {
+            if cache.relation.kind.namespaced && obj.metadata.namespace.as_deref() != ns {
+                continue;
+            }
+            let Ok(mut v) = serde_json::to_value(&*obj) else {
+                continue;
+            };
+            v["apiVersion"] = json!(cache.resource.api_version);
+            v["kind"] = json!(cache.resource.kind);
+            if in_relation(&cache.relation, &selector, primary, &v) {
+                chosen.push(trim_for_guest(v));
+            }
+        }
+    }
+    Ok(related)
+}
+
+/// The observed value of one decision, and the UIDs of the related objects the primary
+/// controls (the guard's notion of "owned").
+pub fn observe(
+    ctx: &Context,
+    primary: &Value,
+    pref: &PrimaryRef,
+) -> Result<(Observed, HashSet<String>), String> {
+    let related = related_of(ctx, primary, pref.namespace.as_deref())?;
+    let owned: HashSet<String> = related
+        .values()
+        .flatten()
+        .filter(|o| is_controlled_by(o, &pref.uid))
+        .filter_map(|o| {
+            o.pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .collect();
+    let observed = Observed {
+        primary: trim_for_guest(primary.clone()),
+        related,
+        related_json: Default::default(),
+        now_unix_ms: jiff::Timestamp::now().as_millisecond(),
+        seed: rand::random(),
+    };
+    Ok((observed, owned))
+}

@@ -1,0 +1,214 @@
+//! End to end at size: 3,000 unrelated pods and 100 PodReplicas of size 3 in one namespace,
+//! so that the host's first pod list is slow enough to lose a race. A sampler lists the
+//! PodReplicas' pods several times a second for the whole test and records, per
+//! PodReplica, the most live pods ever seen at once. Through a cold start, a SIGKILL
+//! restart and a hot swap that restarts the controller (each time the pod cache starts
+//! empty while 300 owned pods exist), no PodReplica ever has more live pods than its size,
+//! and every one converges.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+use support::*;
+
+const UNRELATED: usize = 3000;
+const REPLICAS: usize = 100;
+const SIZE: usize = 3;
+const LABEL: &str = "app.example.com/podreplica";
+
+/// Live (not terminating) pods per controlling owner UID, and how many are Running.
+async fn live_by_owner(client: &Client) -> Option<HashMap<String, (usize, usize)>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let list = pods.list(&ListParams::default().labels(LABEL)).await.ok()?;
+    let mut by_owner: HashMap<String, (usize, usize)> = HashMap::new();
+    for p in list.items {
+        if p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let owner = p.metadata.owner_references.as_deref().unwrap_or_default();
+        let Some(o) = owner.iter().find(|o| o.controller == Some(true)) else {
+            continue;
+        };
+        let running = p.status.and_then(|s| s.phase).as_deref() == Some("Running");
+        let e = by_owner.entry(o.uid.clone()).or_default();
+        e.0 += 1;
+        e.1 += usize::from(running);
+    }
+    Some(by_owner)
+}
+
+/// The sampler: lists without pause until stopped; keeps the most live pods per owner.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    lists: Arc<AtomicUsize>,
+    most: Arc<Mutex<HashMap<String, usize>>>,
+    task: tokio::task::JoinHandle<()>,
+    started: Instant,
+}
+
+impl Sampler {
+    fn start(client: Client) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let lists = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(Mutex::new(HashMap::new()));
+        let (s, l, m) = (stop.clone(), lists.clone(), most.clone());
+        let task = tokio::spawn(async move {
+            while !s.load(Ordering::SeqCst) {
+                if let Some(seen) = live_by_owner(&client).await {
+                    let mut most = m.lock().unwrap();
+                    for (owner, (live, _)) in seen {
+                        let e = most.entry(owner).or_insert(0);
+                        *e = (*e).max(live);
+                    }
+                    l.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Sampler {
+            stop,
+            lists,
+            most,
+            task,
+            started: Instant::now(),
+        }
+    }
+
+    /// Stops it; returns (lists per second, the most live pods of any owner, owners over `SIZE`).
+    async fn finish(self) -> (f64, usize, usize) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap();
+        let rate = self.lists.load(Ordering::SeqCst) as f64 / self.started.elapsed().as_secs_f64();
+        let most = self.most.lock().unwrap();
+        let worst = most.values().copied().max().unwrap_or(0);
+        let over = most.values().filter(|n| **n > SIZE).count();
+        (rate, worst, over)
+    }
+}
+
+async fn create_unrelated(client: &Client) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let started = Instant::now();
+    let results: Vec<_> = futures::stream::iter(0..UNRELATED)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("unrelated-{i}"), "labels": {"e2e": "unrelated"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+                }))
+                .unwrap();
+                pods.create(&PostParams::default(), &pod).await
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    assert_eq!(failed, 0, "{failed} unrelated pods were not created");
+    println!(
+        "{UNRELATED} unrelated pods created in {:?}",
+        started.elapsed()
+    );
+}
+
+async fn apply_replicas(client: &Client) -> Vec<String> {
+    let ar = podreplica_resource();
+    let mut uids = Vec::new();
+    for i in 0..REPLICAS {
+        let pr = json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+            "metadata": {"name": format!("pr-{i}"), "namespace": "default"},
+            "spec": {"size": SIZE}});
+        uids.push(
+            apply(client, &ar, "default", &pr)
+                .await
+                .unwrap()
+                .metadata
+                .uid
+                .unwrap(),
+        );
+    }
+    uids
+}
+
+/// Waits until every PodReplica has exactly `SIZE` live pods, all Running.
+async fn all_converged(client: &Client, uids: &[String], what: &str) {
+    let started = Instant::now();
+    eventually(Duration::from_secs(300), what, || async {
+        let seen = live_by_owner(client).await?;
+        uids.iter()
+            .all(|u| seen.get(u) == Some(&(SIZE, SIZE)))
+            .then_some(())
+    })
+    .await;
+    println!("{what}: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
+    let cluster = Cluster::start_with_node_pods("size", 2000);
+    let client = cluster.client().await;
+    let sampler = Sampler::start(client.clone());
+
+    // Cold start: the host starts with the namespace already full.
+    let mut host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    wait_for_crd(&client, &podreplica_resource()).await;
+    create_unrelated(&client).await;
+    let uids = apply_replicas(&client).await;
+    all_converged(&client, &uids, "100 PodReplicas x 3 converged").await;
+
+    // SIGKILL and restart: 300 owned pods exist, the new host's pod cache starts empty.
+    host.kill();
+    let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    eventually(
+        Duration::from_secs(120),
+        "host ready after SIGKILL",
+        || async { (host.http_get("/readyz")?.0 == 200).then_some(()) },
+    )
+    .await;
+    // Let every PodReplica be decided at least once by the new host.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    all_converged(&client, &uids, "converged again after a SIGKILL restart").await;
+
+    // A version that watches differently restarts the controller with empty caches.
+    std::fs::copy(
+        plugin_dir().join("podreplica_v3.wasm"),
+        host.plugins_dir().join("podreplica.wasm"),
+    )
+    .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "v3 restarted the controller",
+        || async {
+            host.log_text()
+                .contains("the new version watches differently")
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    all_converged(&client, &uids, "converged again after a restarting swap").await;
+
+    let (rate, worst, over) = sampler.finish().await;
+    println!(
+        "sampler: {rate:.1} lists/s; the most live pods any PodReplica had at once: {worst} (size {SIZE})"
+    );
+    assert!(
+        rate >= 5.0,
+        "the sampler listed only {rate:.1} times a second"
+    );
+    assert_eq!(
+        over, 0,
+        "{over} PodReplicas had more than {SIZE} live pods at once (worst {worst})"
+    );
+}

@@ -1,0 +1,89 @@
+//! Plugin uploads in end-to-end tests: `wasmop push`, raw WasmPlugin uploads, and the
+//! verdict in a WasmPlugin's status.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+
+use super::{Cluster, apply, plugin_dir};
+
+/// Runs `wasmop push NAME FILE` (a file of the plugins build) into namespace `default`;
+/// returns whether it succeeded and what it printed.
+pub fn push(cluster: &Cluster, name: &str, file: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["push", name])
+        .arg(plugin_dir().join(file))
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["--namespace", "default", "--timeout", "120"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The WasmPlugin API resource.
+pub fn wasmplugin_resource() -> ApiResource {
+    ApiResource {
+        group: "wasmop.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "wasmop.dev/v1alpha1".into(),
+        kind: "WasmPlugin".into(),
+        plural: "wasmplugins".into(),
+    }
+}
+
+/// Uploads raw bytes the way `wasmop push` does, but without its local checks.
+pub async fn upload_raw(client: &kube::Client, name: &str, component: &[u8]) {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(component).unwrap();
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("raw-{name}")),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            "plugin.wasm.gz".to_string(),
+            ByteString(gz.finish().unwrap()),
+        )])),
+        ..Default::default()
+    };
+    let pp = PatchParams::apply("e2e-test").force();
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .patch(&format!("raw-{name}"), &pp, &Patch::Apply(&cm))
+        .await
+        .unwrap();
+    apply(client, &wasmplugin_resource(), "default", &json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"configMap": {"name": format!("raw-{name}")}, "sha256": wasmop::runtime::digest_of(component)}}))
+    .await
+    .unwrap();
+}
+
+/// The Ready condition's (status, reason) of WasmPlugin `name`, once the host has
+/// observed its latest generation.
+pub async fn ready_reason(client: &kube::Client, name: &str) -> Option<(String, String)> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
+    let wp = api.get(name).await.ok()?;
+    let generation = wp.metadata.generation?;
+    let s = &wp.data["status"];
+    (s["observedGeneration"].as_i64() == Some(generation)).then_some(())?;
+    let c = s["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+    ))
+}
