@@ -36,12 +36,15 @@ pub enum Command {
     Crd,
 }
 
-/// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`).
+/// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`). Colours
+/// only on a terminal: a log file or a pipe gets plain text.
 fn init_logging(default: &str, json: bool) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("WASMOP_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = if json {
         builder.json().try_init()

@@ -74,8 +74,9 @@ async fn a_plugin_is_its_name_and_owns_its_primary_kind() {
         ready_reason(&client, "second").await,
         Some(("False".into(), "PrimaryKindClaimed".into()))
     );
+    // Every line about a running plugin carries `plugin=NAME`; refusals do not.
     assert!(
-        !host.log_text().contains("podreplica-renamed"),
+        !host.log_text().contains("plugin=podreplica-renamed"),
         "a refused plugin ran a controller"
     );
 
