@@ -89,4 +89,32 @@ async fn standby_takes_over_within_the_lease() {
         b.terminate(Duration::from_secs(20)),
         "SIGTERM did not stop the host"
     );
+
+    // An elector that ends without leading (here: timings that cannot work) stops the
+    // host; nothing runs as if it led.
+    let mut broken = Host::start(
+        &cluster,
+        &["podreplica.wasm"],
+        &[
+            "--leader-election",
+            "--lease-seconds",
+            "0",
+            "--lease-namespace",
+            "default",
+        ],
+        &[],
+    );
+    let status = broken
+        .exited_within(Duration::from_secs(30))
+        .expect("a host whose leader election ended kept running");
+    assert!(!status.success(), "{status:?}");
+    let log = broken.log_text();
+    assert!(
+        log.contains("leader election ended before this replica led"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("caches synced"),
+        "a controller started: {log}"
+    );
 }

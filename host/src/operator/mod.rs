@@ -132,6 +132,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let mut cfg = LeaseConfig::new(ns, args.lease_name.clone(), identity(&args));
         cfg.lease_duration = Duration::from_secs(args.lease_seconds);
         cfg.renew_every = cfg.lease_duration / 3;
+        cfg.renew_deadline = cfg.lease_duration * 2 / 3;
         cfg.retry_every = (cfg.lease_duration / 7).max(Duration::from_millis(200));
         tracing::info!(lease = %cfg.name, identity = %cfg.identity, "waiting to lead");
         // A standby is ready: it is healthy and can take over (rollouts wait for readiness).
@@ -143,7 +144,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             shutdown_rx.clone(),
         )));
         tokio::select! {
-            _ = leading_rx.wait_for(|l| *l) => {}
+            led = leading_rx.wait_for(|l| *l) => {
+                // The elector dropped its sender: it ended (say, an invalid configuration)
+                // without ever leading. Nothing may run as if it led.
+                if led.is_err() {
+                    let reason = match elector.take() {
+                        Some(task) => match task.await {
+                            Ok(Err(e)) => format!("{e:#}"),
+                            _ => "it stopped".to_string(),
+                        },
+                        None => "it stopped".to_string(),
+                    };
+                    anyhow::bail!("leader election ended before this replica led: {reason}");
+                }
+            }
             _ = wait_true(shutdown_rx.clone()) => return Ok(()),
         }
         metrics.leader.set(1);
@@ -238,9 +252,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let _ = shutdown_tx.send(true);
         tracing::error!("lost the leadership: stopping");
     }
-    manager
-        .join(Duration::from_secs(args.shutdown_seconds))
-        .await;
+    // Leadership in doubt: no grace. Every controller (and the reconciles inside it) is
+    // aborted at once, so nothing more is written; the elector stepped down at its renew
+    // deadline, a margin before any standby may take the lease.
+    let grace = if lost_leadership {
+        Duration::ZERO
+    } else {
+        Duration::from_secs(args.shutdown_seconds)
+    };
+    manager.join(grace).await;
     if let Some(e) = elector {
         let _ = tokio::time::timeout(Duration::from_secs(5), e).await;
     }

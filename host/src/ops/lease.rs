@@ -1,18 +1,21 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's semantics.
 //!
 //! Every replica runs [`run_elector`] on the same Lease. A replica takes the lease when it
-//! is absent, has no holder, has expired (`renewTime + leaseDurationSeconds < now`) or is
-//! already its own, renews it every [`LeaseConfig::renew_every`], and announces on a watch
-//! channel whether it leads. Every write carries the `resourceVersion` that was read, so
-//! of two replicas racing for the lease exactly one write succeeds; the other gets 409
-//! Conflict and does not lead.
+//! is absent, has no holder, has expired or is already its own, renews it every
+//! [`LeaseConfig::renew_every`], and announces on a watch channel whether it leads. Every
+//! write carries the `resourceVersion` that was read, so of two replicas racing for the
+//! lease exactly one write succeeds; the other gets 409 Conflict and does not lead.
 //!
-//! Assumed: the clocks of the replicas agree to well within the lease duration (expiry is
-//! judged on the `renewTime` written by the holder, like `kubectl` and most dashboards
-//! show it). Guaranteed: a leader that cannot renew steps down (sends `false`) no later
-//! than `lease_duration` after the start of its last successful renewal, which is before
-//! any other replica may take the lease; on shutdown a leader steps down first, then
-//! releases the lease so that a standby takes over at once.
+//! Expiry is judged by locally observed time, as client-go does: another holder's lease
+//! has expired once this replica has seen its record unchanged for `leaseDurationSeconds`
+//! by its own monotonic clock (a replica that starts watches a full duration first). The
+//! holder's `renewTime` is never compared with the local clock, so replicas whose clocks
+//! disagree cannot take a live lease. Assumed: the replicas' clocks *run at* about the same
+//! rate. Guaranteed: a leader that cannot renew steps down (sends `false`) no later than
+//! [`LeaseConfig::renew_deadline`] after the start of its last successful renewal, a
+//! margin of `lease_duration - renew_deadline` before any other replica may take the lease;
+//! on shutdown a leader steps down first, then releases the lease so that a standby takes
+//! over at once.
 //!
 //! The rules themselves ([`decide`], [`claimed`], [`released`]) are pure functions in a
 //! submodule; this file holds the configuration and the loop that talks to the API server.
@@ -27,7 +30,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 mod decide;
-pub use decide::{Decision, claimed, decide, released};
+pub use decide::{Decision, Observer, claimed, decide, released};
 
 /// Where the lease lives, who we are, and the timing of the election.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +45,12 @@ pub struct LeaseConfig {
     /// How long a lease stays valid after its last renewal (default 15 s). Written as
     /// `leaseDurationSeconds`, rounded up to whole seconds.
     pub lease_duration: Duration,
-    /// How often the leader renews (default 5 s); must be shorter than `lease_duration`.
+    /// How often the leader renews (default 5 s); shorter than `renew_deadline`.
     pub renew_every: Duration,
+    /// How long after the start of its last successful renewal a leader that could not
+    /// renew since steps down (default 10 s); shorter than `lease_duration` (client-go's
+    /// rule), so it stops before anyone else may take the lease.
+    pub renew_deadline: Duration,
     /// How often a standby, or a leader whose renewal failed, tries again (default 2 s).
     pub retry_every: Duration,
 }
@@ -61,6 +68,7 @@ impl LeaseConfig {
             identity: identity.into(),
             lease_duration: Duration::from_secs(15),
             renew_every: Duration::from_secs(5),
+            renew_deadline: Duration::from_secs(10),
             retry_every: Duration::from_secs(2),
         }
     }
@@ -81,9 +89,14 @@ impl LeaseConfig {
                 "renew_every and retry_every must be positive",
             ));
         }
-        if self.renew_every >= self.lease_duration {
+        if self.renew_every >= self.renew_deadline {
             return Err(LeaseConfigError::Timing(
-                "renew_every must be shorter than lease_duration",
+                "renew_every must be shorter than renew_deadline",
+            ));
+        }
+        if self.renew_deadline >= self.lease_duration {
+            return Err(LeaseConfigError::Timing(
+                "renew_deadline must be shorter than lease_duration",
             ));
         }
         Ok(())
@@ -121,11 +134,16 @@ fn is_conflict(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == 409)
 }
 
-async fn try_acquire_or_renew(api: &Api<Lease>, cfg: &LeaseConfig) -> kube::Result<Attempt> {
+async fn try_acquire_or_renew(
+    api: &Api<Lease>,
+    cfg: &LeaseConfig,
+    observer: &mut Observer,
+) -> kube::Result<Attempt> {
     let existing = api.get_opt(&cfg.name).await?;
     let now = Timestamp::now();
     let spec = existing.as_ref().and_then(|l| l.spec.as_ref());
-    if let Decision::Held { holder, .. } = decide(spec, &cfg.identity, now) {
+    let unchanged_for = observer.see(spec, std::time::Instant::now());
+    if let Decision::Held { holder, .. } = decide(spec, &cfg.identity, unchanged_for) {
         return Ok(Attempt::Held(holder));
     }
     let new_spec = claimed(spec, &cfg.identity, cfg.lease_duration_seconds(), now);
@@ -214,10 +232,11 @@ pub async fn run_elector(
     let mut conflicts_in_a_row = 0u32;
     // A write cut short by the timeout may still have reached the server.
     let mut may_hold = false;
+    let mut observer = Observer::default();
 
     while !shutting_down(&shutdown) {
         let started = Instant::now();
-        let deadline = last_renewed + cfg.lease_duration;
+        let deadline = last_renewed + cfg.renew_deadline;
         // A leader never waits on a request past the moment it must step down.
         let budget = if is_leader {
             cfg.renew_every
@@ -225,7 +244,7 @@ pub async fn run_elector(
         } else {
             cfg.renew_every
         };
-        let attempt = tokio::time::timeout(budget, try_acquire_or_renew(&api, &cfg))
+        let attempt = tokio::time::timeout(budget, try_acquire_or_renew(&api, &cfg, &mut observer))
             .await
             .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())));
         may_hold = matches!(attempt, Ok(Attempt::Holding) | Err(_));
@@ -309,6 +328,7 @@ mod tests {
         let cfg = LeaseConfig::new("default", "wasmop", "pod-a");
         assert_eq!(cfg.lease_duration, Duration::from_secs(15));
         assert_eq!(cfg.renew_every, Duration::from_secs(5));
+        assert_eq!(cfg.renew_deadline, Duration::from_secs(10));
         assert_eq!(cfg.retry_every, Duration::from_secs(2));
         assert_eq!(cfg.validate(), Ok(()));
         assert_eq!(cfg.lease_duration_seconds(), 15);
@@ -316,8 +336,18 @@ mod tests {
         let short = LeaseConfig {
             lease_duration: Duration::from_millis(2500),
             renew_every: Duration::from_secs(1),
+            renew_deadline: Duration::from_secs(2),
             ..cfg.clone()
         };
+        assert_eq!(short.validate(), Ok(()));
+        let no_margin = LeaseConfig {
+            renew_deadline: Duration::from_secs(15),
+            ..cfg.clone()
+        };
+        assert!(matches!(
+            no_margin.validate(),
+            Err(LeaseConfigError::Timing(_))
+        ));
         assert_eq!(short.lease_duration_seconds(), 3);
         let slow = LeaseConfig {
             renew_every: Duration::from_secs(15),

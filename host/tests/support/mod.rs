@@ -211,6 +211,20 @@ impl Host {
             .unwrap_or(0)
     }
 
+    /// Waits (bounded) for the process to exit by itself; its exit status, if it did.
+    pub fn exited_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        let child = self.child.as_mut()?;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// Kills the process with SIGKILL and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

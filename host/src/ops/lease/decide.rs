@@ -1,10 +1,12 @@
 //! The pure part of leader election: what a replica may do with a Lease as it stands,
-//! and the spec it writes to take, renew or give it up. No I/O, no clock: `now` is an
-//! argument, so every rule is tested here without a cluster.
+//! and the spec it writes to take, renew or give it up. No I/O, no clock: times are
+//! arguments, so every rule is tested here without a cluster, with clocks that disagree.
+
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
 /// What a replica may do with a lease as it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,16 +19,18 @@ pub enum Decision {
     Held {
         /// The current holder.
         holder: String,
-        /// When the lease expires unless renewed.
-        expires: Timestamp,
+        /// How long, by this replica's clock, until it counts as expired unless renewed.
+        expires_in: Duration,
     },
 }
 
 /// Decides, without I/O, what `identity` may do with the lease `spec` (`None`: no Lease
-/// object) at time `now`. A holder's lease is valid while `now <= renewTime +
-/// leaseDurationSeconds` (`acquireTime` stands in for a missing `renewTime`; with neither,
-/// or no duration, the lease counts as expired).
-pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
+/// object), which this replica has seen unchanged for `unchanged_for` by its own monotonic
+/// clock (see [`Observer`]). Another holder's lease is valid until it has stayed unchanged
+/// for `leaseDurationSeconds` (no duration: expired). The holder's `renewTime` is not
+/// compared with this replica's clock, so clocks that disagree (one replica's running
+/// ahead or behind) cannot make a live lease look expired, as client-go judges it.
+pub fn decide(spec: Option<&LeaseSpec>, identity: &str, unchanged_for: Duration) -> Decision {
     let Some(spec) = spec else {
         return Decision::Acquire;
     };
@@ -37,14 +41,35 @@ pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decis
     if holder == identity {
         return Decision::Renew;
     }
-    let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref());
-    let duration = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(0).into());
-    match renewed.and_then(|t| t.0.checked_add(duration).ok()) {
-        Some(expires) if now <= expires => Decision::Held {
+    let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
+    if unchanged_for < duration {
+        Decision::Held {
             holder: holder.to_owned(),
-            expires,
-        },
-        _ => Decision::Acquire,
+            expires_in: duration - unchanged_for,
+        }
+    } else {
+        Decision::Acquire
+    }
+}
+
+/// Remembers the lease record as last read and since when (this replica's monotonic
+/// clock) it has not changed. Every renewal changes `renewTime`, so a lease whose record
+/// stays the same has not been renewed.
+#[derive(Debug, Default)]
+pub struct Observer {
+    record: Option<Option<LeaseSpec>>,
+    since: Option<Instant>,
+}
+
+impl Observer {
+    /// Notes the record read at `now`; returns how long it has been unchanged.
+    pub fn see(&mut self, spec: Option<&LeaseSpec>, now: Instant) -> Duration {
+        let record = Some(spec.cloned());
+        if self.record != record || self.since.is_none() {
+            self.record = record;
+            self.since = Some(now);
+        }
+        now.saturating_duration_since(self.since.unwrap_or(now))
     }
 }
 
@@ -104,46 +129,74 @@ mod tests {
         }
     }
 
+    const SECS: fn(u64) -> Duration = Duration::from_secs;
+
     #[test]
     fn absent_or_holderless_lease_is_free() {
-        assert_eq!(decide(None, "a", at(0)), Decision::Acquire);
+        assert_eq!(decide(None, "a", SECS(0)), Decision::Acquire);
         let mut spec = held_by("b", 0, 15);
         spec.holder_identity = None;
-        assert_eq!(decide(Some(&spec), "a", at(0)), Decision::Acquire);
+        assert_eq!(decide(Some(&spec), "a", SECS(0)), Decision::Acquire);
         spec.holder_identity = Some(String::new());
-        assert_eq!(decide(Some(&spec), "a", at(0)), Decision::Acquire);
+        assert_eq!(decide(Some(&spec), "a", SECS(0)), Decision::Acquire);
     }
 
     #[test]
-    fn valid_lease_of_another_is_held_until_it_expires() {
+    fn another_holders_lease_is_held_until_unchanged_for_its_duration() {
         let spec = held_by("b", 0, 15);
-        let held = Decision::Held {
+        let held = |left| Decision::Held {
             holder: "b".into(),
-            expires: at(15),
+            expires_in: SECS(left),
         };
-        assert_eq!(decide(Some(&spec), "a", at(1)), held);
-        assert_eq!(decide(Some(&spec), "a", at(15)), held);
-        assert_eq!(decide(Some(&spec), "a", at(16)), Decision::Acquire);
+        assert_eq!(decide(Some(&spec), "a", SECS(0)), held(15));
+        assert_eq!(decide(Some(&spec), "a", SECS(14)), held(1));
+        assert_eq!(decide(Some(&spec), "a", SECS(15)), Decision::Acquire);
+    }
+
+    #[test]
+    fn skewed_clocks_do_not_matter_only_what_this_replica_saw() {
+        // The holder's clock runs an hour behind: its renewTime looks long expired to a
+        // replica that compares clocks, but it was just renewed: held.
+        let behind = held_by("b", -3600, 15);
+        assert!(matches!(
+            decide(Some(&behind), "a", SECS(1)),
+            Decision::Held { .. }
+        ));
+        // The holder's clock runs a day ahead: its renewTime looks valid for a day to a
+        // replica that compares clocks, but it stopped renewing 16 s ago: free.
+        let ahead = held_by("b", 86_400, 15);
+        assert_eq!(decide(Some(&ahead), "a", SECS(16)), Decision::Acquire);
     }
 
     #[test]
     fn own_lease_is_renewed_even_when_expired() {
         let spec = held_by("a", 0, 15);
-        assert_eq!(decide(Some(&spec), "a", at(1)), Decision::Renew);
-        assert_eq!(decide(Some(&spec), "a", at(100)), Decision::Renew);
+        assert_eq!(decide(Some(&spec), "a", SECS(1)), Decision::Renew);
+        assert_eq!(decide(Some(&spec), "a", SECS(100)), Decision::Renew);
     }
 
     #[test]
-    fn missing_times_or_duration_count_as_expired() {
-        let mut spec = held_by("b", 0, 15);
-        spec.renew_time = None;
-        // acquireTime (at -100) stands in: long expired.
-        assert_eq!(decide(Some(&spec), "a", at(0)), Decision::Acquire);
-        spec.acquire_time = None;
-        assert_eq!(decide(Some(&spec), "a", at(0)), Decision::Acquire);
+    fn a_missing_duration_counts_as_expired() {
         let mut spec = held_by("b", 0, 15);
         spec.lease_duration_seconds = None;
-        assert_eq!(decide(Some(&spec), "a", at(1)), Decision::Acquire);
+        assert_eq!(decide(Some(&spec), "a", SECS(0)), Decision::Acquire);
+    }
+
+    #[test]
+    fn the_observer_counts_from_the_last_change_it_saw() {
+        let t0 = Instant::now();
+        let mut seen = Observer::default();
+        let first = held_by("b", 0, 15);
+        // A replica that has just started must watch a full duration, even if the
+        // record looks old.
+        assert_eq!(seen.see(Some(&first), t0), SECS(0));
+        assert_eq!(seen.see(Some(&first), t0 + SECS(10)), SECS(10));
+        // A renewal (new renewTime) starts the count again.
+        let renewed = held_by("b", 5, 15);
+        assert_eq!(seen.see(Some(&renewed), t0 + SECS(12)), SECS(0));
+        assert_eq!(seen.see(Some(&renewed), t0 + SECS(20)), SECS(8));
+        // The Lease vanishing is a change too.
+        assert_eq!(seen.see(None, t0 + SECS(21)), SECS(0));
     }
 
     #[test]
@@ -183,7 +236,7 @@ mod tests {
         assert_eq!(spec.holder_identity, None);
         assert_eq!(spec.lease_duration_seconds, Some(1));
         assert_eq!(spec.lease_transitions, Some(3));
-        assert_eq!(decide(Some(&spec), "b", at(1)), Decision::Acquire);
+        assert_eq!(decide(Some(&spec), "b", Duration::ZERO), Decision::Acquire);
         // Taking a released lease counts as a transition.
         assert_eq!(
             claimed(Some(&spec), "b", 15, at(1)).lease_transitions,
