@@ -128,7 +128,7 @@ crds-check: host plugins
 
 ## bench: sandboxed decision against the same decision compiled natively (prints ratios)
 bench: plugins
-	cargo bench $(HOST_BUILD) $(HOST_PKGS) --bench decision
+	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench decision
 
 ## demo: the article's operators on a local control plane, step by step
 demo:
