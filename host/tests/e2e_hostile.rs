@@ -19,6 +19,17 @@ fn hostile_resource() -> ApiResource {
     }
 }
 
+/// Whether an Event with `reason` was recorded.
+async fn has_event(events: &kube::Api<k8s_openapi::api::events::v1::Event>, reason: &str) -> bool {
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| e.reason.as_deref() == Some(reason))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_plugin_does_not_stop_podreplica() {
     let cluster = Cluster::start("hostile");
@@ -114,14 +125,7 @@ async fn hostile_plugin_does_not_stop_podreplica() {
         || async { api.get_opt("calm").await.ok()?.is_none().then_some(()) },
     )
     .await;
-    let cleaned = events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .any(|e| e.reason.as_deref() == Some("CleanedUp"));
-    assert!(cleaned, "cleanup did not run");
+    assert!(has_event(&events, "CleanedUp").await, "cleanup did not run");
 
     // Another controller's finalizer is kept, and a cleanup that can never succeed has a
     // way out: the skip-cleanup annotation.
@@ -177,14 +181,10 @@ async fn hostile_plugin_does_not_stop_podreplica() {
         },
     )
     .await;
-    let skipped = events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .any(|e| e.reason.as_deref() == Some("CleanupSkipped"));
-    assert!(skipped, "no CleanupSkipped event");
+    assert!(
+        has_event(&events, "CleanupSkipped").await,
+        "no CleanupSkipped event"
+    );
     api.patch(
         "stuck",
         &kube::api::PatchParams::default(),

@@ -13,11 +13,6 @@ fn podreplica(size: i64) -> serde_json::Value {
            "metadata": {"name": "ha", "namespace": "default"}, "spec": {"size": size}})
 }
 
-fn leads(host: &Host) -> bool {
-    host.http_get("/metrics")
-        .is_some_and(|(_, m)| m.lines().any(|l| l == "wasmop_leader 1"))
-}
-
 fn reconciled(host: &Host) -> bool {
     host.http_get("/metrics")
         .is_some_and(|(_, m)| m.contains("wasmop_reconciles_total{plugin=\"podreplica\""))
@@ -26,32 +21,15 @@ fn reconciled(host: &Host) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn standby_takes_over_within_the_lease() {
     let cluster = Cluster::start("leader");
-    let lease = [
-        "--leader-election",
-        "--lease-seconds",
-        "4",
-        "--lease-namespace",
-        "default",
-    ];
-    let mut a = Host::start(
-        &cluster,
-        &["podreplica.wasm"],
-        &[&lease[..], &["--identity", "replica-a"]].concat(),
-        &[],
-    );
+    let mut a = Host::start_replica(&cluster, &["podreplica.wasm"], "replica-a", 4);
     let client = cluster.client().await;
     let ar = podreplica_resource();
     wait_for_crd(&client, &ar).await;
     eventually(Duration::from_secs(60), "replica a leads", || async {
-        leads(&a).then_some(())
+        a.leads().then_some(())
     })
     .await;
-    let mut b = Host::start(
-        &cluster,
-        &["podreplica.wasm"],
-        &[&lease[..], &["--identity", "replica-b"]].concat(),
-        &[],
-    );
+    let mut b = Host::start_replica(&cluster, &["podreplica.wasm"], "replica-b", 4);
     let pr = apply(&client, &ar, "default", &podreplica(2))
         .await
         .unwrap();
@@ -61,7 +39,7 @@ async fn standby_takes_over_within_the_lease() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!leads(&b), "both replicas lead");
+    assert!(!b.leads(), "both replicas lead");
     assert!(!reconciled(&b), "the standby reconciled");
 
     // Kill the leader without a chance to release the lease; ask for more pods.
@@ -78,7 +56,7 @@ async fn standby_takes_over_within_the_lease() {
     .await;
     let takeover = killed.elapsed();
     println!("standby converged {takeover:?} after the leader was killed (lease 4s)");
-    assert!(leads(&b));
+    assert!(b.leads());
     assert!(
         takeover < Duration::from_secs(4 + 6),
         "takeover took {takeover:?}"

@@ -2,9 +2,9 @@
 //! so that the host's first pod list is slow enough to lose a race. A sampler lists the
 //! PodReplicas' pods several times a second for the whole test and records, per
 //! PodReplica, the most live pods ever seen at once. Through a cold start, a SIGKILL
-//! restart and a hot swap that restarts the controller (each time the pod cache starts
-//! empty while 300 owned pods exist), no PodReplica ever has more live pods than its size,
-//! and every one converges.
+//! restart, a hot swap that restarts the controller, an API server restart and a failover
+//! to a standby (each time a pod cache starts empty or relists while 300 owned pods exist),
+//! no PodReplica ever has more live pods than its size, and every one converges.
 
 mod support;
 
@@ -143,15 +143,32 @@ async fn apply_replicas(client: &Client) -> Vec<String> {
 
 /// Waits until every PodReplica has exactly `SIZE` live pods, all Running.
 async fn all_converged(client: &Client, uids: &[String], what: &str) {
+    all_converged_at(client, uids, SIZE, what).await;
+}
+
+/// Waits until every PodReplica has exactly `size` live pods, all Running.
+async fn all_converged_at(client: &Client, uids: &[String], size: usize, what: &str) {
     let started = Instant::now();
     eventually(Duration::from_secs(300), what, || async {
         let seen = live_by_owner(client).await?;
         uids.iter()
-            .all(|u| seen.get(u) == Some(&(SIZE, SIZE)))
+            .all(|u| seen.get(u) == Some(&(size, size)))
             .then_some(())
     })
     .await;
     println!("{what}: {:?}", started.elapsed());
+}
+
+/// Sets every PodReplica's size (never above `SIZE`: the sampler's bound).
+async fn scale_all(client: &Client, size: usize) {
+    assert!(size <= SIZE);
+    let ar = podreplica_resource();
+    for i in 0..REPLICAS {
+        let pr = json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+            "metadata": {"name": format!("pr-{i}"), "namespace": "default"},
+            "spec": {"size": size}});
+        apply(client, &ar, "default", &pr).await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -198,6 +215,37 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     all_converged(&client, &uids, "converged again after a restarting swap").await;
+
+    // The API server restarts: every watch relists.
+    cluster.restart("apiserver");
+    let client = cluster.client().await;
+    scale_all(&client, 2).await;
+    all_converged_at(
+        &client,
+        &uids,
+        2,
+        "scaled to 2 across an API server restart",
+    )
+    .await;
+    drop(host);
+
+    // Two replicas; the leader is killed and the standby's caches start cold.
+    let mut a = Host::start_replica(&cluster, &["podreplica.wasm"], "a", 10);
+    eventually(Duration::from_secs(60), "replica a leads", || async {
+        a.leads().then_some(())
+    })
+    .await;
+    let b = Host::start_replica(&cluster, &["podreplica.wasm"], "b", 10);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    a.kill();
+    scale_all(&client, 3).await;
+    all_converged(
+        &client,
+        &uids,
+        "scaled to 3 by the standby after a failover",
+    )
+    .await;
+    assert!(b.leads(), "the standby does not lead");
 
     let (rate, worst, over) = sampler.finish().await;
     println!(

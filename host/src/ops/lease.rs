@@ -211,9 +211,9 @@ async fn pause(wait: Duration, shutdown: &mut watch::Receiver<bool>) {
 /// Runs the election until `shutdown` turns true (or its sender is dropped), publishing
 /// on `leading` whether this replica leads (only changes are sent; it starts at `false`).
 ///
-/// API errors never end the loop: they are logged and retried every `retry_every`. Each
-/// round trip is bounded by `renew_every`, and a leader's also by the time left until it
-/// must step down. On shutdown a leader sends `false`, then releases the lease if the
+/// API errors never end the loop: they are logged and retried every `retry_every`. A
+/// standby's round trip is bounded by `renew_every`, a leader's by the time left until its
+/// renew deadline. On shutdown a leader sends `false`, then releases the lease if the
 /// server still names it the holder (best effort: if that fails, the lease simply
 /// expires). Returns an error only for an invalid configuration.
 pub async fn run_elector(
@@ -238,9 +238,10 @@ pub async fn run_elector(
         let started = Instant::now();
         let deadline = last_renewed + cfg.renew_deadline;
         // A leader never waits on a request past the moment it must step down.
+        // A leader's renewal may take all the time left before its renew deadline (as
+        // client-go's does): a slow API server under load is not a lost lease.
         let budget = if is_leader {
-            cfg.renew_every
-                .min(deadline.saturating_duration_since(started))
+            deadline.saturating_duration_since(started)
         } else {
             cfg.renew_every
         };

@@ -189,6 +189,33 @@ impl Host {
         }
     }
 
+    /// Whether it says (in its metrics) that it leads.
+    pub fn leads(&self) -> bool {
+        self.http_get("/metrics")
+            .is_some_and(|(_, m)| m.lines().any(|l| l == "wasmop_leader 1"))
+    }
+
+    /// Starts a replica that takes part in leader election on a Lease of `lease_seconds`
+    /// in `default`, as `identity`.
+    pub fn start_replica(
+        cluster: &Cluster,
+        plugins: &[&str],
+        identity: &str,
+        lease_seconds: u32,
+    ) -> Host {
+        let lease = lease_seconds.to_string();
+        let args = [
+            "--leader-election",
+            "--lease-seconds",
+            &lease,
+            "--lease-namespace",
+            "default",
+            "--identity",
+            identity,
+        ];
+        Host::start(cluster, plugins, &args, &[])
+    }
+
     /// The plugins directory it runs from (a changed file there is swapped in).
     pub fn plugins_dir(&self) -> &Path {
         &self.plugins.0
