@@ -37,6 +37,22 @@ pub enum Prepared {
     Done(Action),
 }
 
+/// Writes `finalizers` as the whole list of object `name`, on condition that it is still
+/// at `read`'s resourceVersion (else 409 Conflict); returns the object as stored.
+async fn patch_finalizers(
+    api: &kube::Api<DynamicObject>,
+    name: &str,
+    finalizers: &[String],
+    read: &DynamicObject,
+) -> Result<DynamicObject, kube::Error> {
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": read.metadata.resource_version,
+    }});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+}
+
 /// Sets the primary's finalizer list, computed from `obj`, and expects the write in the
 /// primary's cache. The patch carries `obj`'s resourceVersion as a precondition: if anyone
 /// changed the object since (another controller's finalizer, say), the API server answers
@@ -50,13 +66,7 @@ pub async fn set_finalizers(
     finalizers: Vec<String>,
 ) -> Result<(), kube::Error> {
     let api = api_for(&ctx.client, &info.primary, pref.namespace.as_deref());
-    let patch = json!({"metadata": {
-        "finalizers": finalizers,
-        "resourceVersion": obj.metadata.resource_version,
-    }});
-    let stored = api
-        .patch(&pref.name, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
+    let stored = patch_finalizers(&api, &pref.name, &finalizers, obj).await?;
     seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
     Ok(())
 }
@@ -147,15 +157,8 @@ pub async fn release_everywhere(
             if !finalizers.iter().any(|f| f == finalizer) {
                 break;
             }
-            let rest: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
-            let patch = json!({"metadata": {
-                "finalizers": rest,
-                "resourceVersion": current.metadata.resource_version,
-            }});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-            {
+            let rest: Vec<String> = finalizers.into_iter().filter(|f| f != finalizer).collect();
+            match patch_finalizers(&api, &name, &rest, &current).await {
                 Ok(_) => {
                     released += 1;
                     break;
