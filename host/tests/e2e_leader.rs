@@ -1,5 +1,6 @@
-//! End to end: two host replicas with leader election; one acts; kill it and the other
-//! takes over within the lease duration.
+//! End to end: two host replicas with leader election; one acts while the other keeps warm
+//! caches; kill it and the other takes over within the lease duration. A leader whose lease
+//! is taken writes nothing more and leads again once that lease expires.
 
 mod support;
 
@@ -11,6 +12,28 @@ use support::*;
 fn podreplica(size: i64) -> serde_json::Value {
     json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
            "metadata": {"name": "ha", "namespace": "default"}, "spec": {"size": size}})
+}
+
+/// Writes the host's Lease as held by `holder`, renewed now (retried on conflict).
+async fn steal_lease(client: &kube::Client, holder: &str, seconds: i32) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let api: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "default");
+    for _ in 0..20 {
+        let mut lease = api.get("wasmop-leader").await.unwrap();
+        let spec = lease.spec.get_or_insert_default();
+        spec.holder_identity = Some(holder.into());
+        spec.lease_duration_seconds = Some(seconds);
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        if api
+            .replace("wasmop-leader", &Default::default(), &lease)
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    panic!("could not take the lease");
 }
 
 fn reconciled(host: &Host) -> bool {
@@ -41,6 +64,12 @@ async fn standby_takes_over_within_the_lease() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!b.leads(), "both replicas lead");
     assert!(!reconciled(&b), "the standby reconciled");
+    // Warm standby: its caches are synced before it leads.
+    assert!(
+        b.log_text().contains("caches synced"),
+        "the standby's caches are not warm: {}",
+        b.log_text()
+    );
 
     // Kill the leader without a chance to release the lease; ask for more pods.
     a.kill();
@@ -62,14 +91,42 @@ async fn standby_takes_over_within_the_lease() {
         "takeover took {takeover:?}"
     );
 
+    // Someone else takes the lease: b stands by (writes refused), keeps running, and leads
+    // again once that lease expires.
+    steal_lease(&client, "thief", 10).await;
+    eventually(Duration::from_secs(10), "b steps down", || async {
+        (!b.leads()).then_some(())
+    })
+    .await;
+    apply(&client, &ar, "default", &podreplica(4))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        live_owned_pods(&client, "default", &uid).await.len(),
+        3,
+        "a replica that does not lead wrote"
+    );
+    eventually(
+        Duration::from_secs(30),
+        "b leads again and converges",
+        || converged(&client, &uid, 4),
+    )
+    .await;
+    assert!(b.leads());
+    assert!(
+        b.log_text().contains("standing by with warm caches"),
+        "{}",
+        b.log_text()
+    );
+
     // A graceful stop releases the lease at once.
     assert!(
         b.terminate(Duration::from_secs(20)),
         "SIGTERM did not stop the host"
     );
 
-    // An elector that ends without leading (here: timings that cannot work) stops the
-    // host; nothing runs as if it led.
+    // Leader election settings that cannot work stop the host before it starts anything.
     let mut broken = Host::start(
         &cluster,
         &["podreplica.wasm"],
@@ -87,10 +144,7 @@ async fn standby_takes_over_within_the_lease() {
         .expect("a host whose leader election ended kept running");
     assert!(!status.success(), "{status:?}");
     let log = broken.log_text();
-    assert!(
-        log.contains("leader election ended before this replica led"),
-        "{log}"
-    );
+    assert!(log.contains("invalid leader election settings"), "{log}");
     assert!(
         !log.contains("caches synced"),
         "a controller started: {log}"

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
+use support::diagnose::pods_and_nodes;
 use support::*;
 
 const UNRELATED: usize = 3000;
@@ -147,15 +148,37 @@ async fn all_converged(client: &Client, uids: &[String], what: &str) {
 }
 
 /// Waits until every PodReplica has exactly `size` live pods, all Running.
+/// On a timeout it says which are off and why (pods unscheduled, nodes not Ready).
 async fn all_converged_at(client: &Client, uids: &[String], size: usize, what: &str) {
     let started = Instant::now();
-    eventually(Duration::from_secs(300), what, || async {
-        let seen = live_by_owner(client).await?;
-        uids.iter()
-            .all(|u| seen.get(u) == Some(&(size, size)))
-            .then_some(())
-    })
-    .await;
+    let timeout = Duration::from_secs(300);
+    loop {
+        if let Some(seen) = live_by_owner(client).await
+            && uids.iter().all(|u| seen.get(u) == Some(&(size, size)))
+        {
+            break;
+        }
+        if started.elapsed() > timeout {
+            let seen = live_by_owner(client).await.unwrap_or_default();
+            let off: Vec<_> = uids
+                .iter()
+                .enumerate()
+                .filter_map(|(i, u)| {
+                    let got = seen.get(u).copied().unwrap_or_default();
+                    (got != (size, size)).then(|| format!("pr-{i} {got:?}"))
+                })
+                .collect();
+            panic!(
+                "timed out after {timeout:?} waiting for: {what}\n\
+                 {} of {} PodReplicas off (live, running): {}\n{}",
+                off.len(),
+                uids.len(),
+                off.iter().take(10).cloned().collect::<Vec<_>>().join(", "),
+                pods_and_nodes(client, "default", LABEL).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     println!("{what}: {:?}", started.elapsed());
 }
 

@@ -1,10 +1,12 @@
 //! Leader election against a real API server: of two electors exactly one leads; when the
 //! leader shuts down the standby takes over at once, and when it crashes, within the lease
-//! duration.
+//! duration; the fence on writes is open on the leader only, and closed on a leader cut off
+//! from the API server before anyone else may lead.
 //!
 //! Needs `WASMOP_TEST_KUBECONFIG` (a kubeconfig path, e.g. the one `tests/cluster/up`
 //! writes; `make e2e` runs it under `scripts/with-cluster`); without it the tests fail.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail, ensure};
@@ -14,6 +16,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
+use wasmop::ops::fence::Fence;
 use wasmop::ops::lease::{LeaseConfig, run_elector};
 
 const LEASE: Duration = Duration::from_secs(3);
@@ -106,6 +109,7 @@ impl Relay {
 struct Elector {
     identity: String,
     leading: watch::Receiver<bool>,
+    fence: Arc<Fence>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -141,10 +145,18 @@ fn start(client: &kube::Client, name: &str, identity: &str) -> Elector {
     };
     let (leading_tx, leading) = watch::channel(false);
     let (stop, stop_rx) = watch::channel(false);
-    let task = tokio::spawn(run_elector(client.clone(), cfg, leading_tx, stop_rx));
+    let fence = Fence::closed();
+    let task = tokio::spawn(run_elector(
+        client.clone(),
+        cfg,
+        leading_tx,
+        fence.clone(),
+        stop_rx,
+    ));
     Elector {
         identity: identity.to_owned(),
         leading,
+        fence,
         stop,
         task: Some(task),
     }
@@ -153,6 +165,11 @@ fn start(client: &kube::Client, name: &str, identity: &str) -> Elector {
 impl Elector {
     fn leads(&self) -> bool {
         *self.leading.borrow()
+    }
+
+    /// Whether its writes may leave now.
+    fn may_write(&self) -> bool {
+        self.fence.is_open()
     }
 
     async fn shut_down(mut self) -> anyhow::Result<()> {
@@ -197,6 +214,10 @@ async fn scenario(client: &kube::Client, name: &str, exit: Exit) -> anyhow::Resu
     let b = start(client, name, "elector-b");
     let never_both = || {
         ensure!(!(a.leads() && b.leads()), "both electors lead at once");
+        ensure!(
+            !(a.may_write() && b.may_write()),
+            "both electors' fences are open at once"
+        );
         Ok(())
     };
     wait_until(LEASE + SLACK, never_both, || a.leads() || b.leads()).await?;
@@ -213,6 +234,8 @@ async fn scenario(client: &kube::Client, name: &str, exit: Exit) -> anyhow::Resu
     }
 
     let (leader, standby) = if a.leads() { (a, b) } else { (b, a) };
+    ensure!(leader.may_write(), "the leader's fence is closed");
+    ensure!(!standby.may_write(), "the standby's fence is open");
     let api: Api<Lease> = Api::namespaced(client.clone(), "default");
     let before = api.get(name).await?.spec.unwrap_or_default();
     ensure!(before.holder_identity.as_deref() == Some(leader.identity.as_str()));
@@ -222,8 +245,10 @@ async fn scenario(client: &kube::Client, name: &str, exit: Exit) -> anyhow::Resu
     let leader_rx = leader.leading.clone();
     match exit {
         Exit::Graceful => {
+            let leader_fence = leader.fence.clone();
             leader.shut_down().await?;
             ensure!(!*leader_rx.borrow(), "a stopped leader must announce false");
+            ensure!(!leader_fence.is_open(), "a stopped leader's fence is open");
         }
         Exit::Crash => drop(leader),
     }
@@ -287,9 +312,14 @@ async fn cut_off(config: kube::Config, name: &str, fault: Fault) -> anyhow::Resu
     relay.break_link(fault);
     let never_both = || {
         ensure!(!(a.leads() && b.leads()), "both electors lead at once");
+        ensure!(
+            !(a.may_write() && b.may_write()),
+            "both electors' fences are open at once"
+        );
         Ok(())
     };
     let stepped_down = wait_until(LEASE + SLACK, never_both, || !a.leads()).await?;
+    ensure!(!a.may_write(), "a stepped down with its fence open");
     ensure!(
         stepped_down <= LEASE,
         "stepped down {stepped_down:?} after the cut"

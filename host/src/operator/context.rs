@@ -108,6 +108,8 @@ pub struct Context {
     pub expectations: Arc<Expectations>,
     /// Turns true once every cache (primary and relations) has its first full list.
     pub synced: tokio::sync::watch::Receiver<bool>,
+    /// Open while this replica leads: a standby keeps its caches but decides nothing.
+    pub fence: Arc<crate::ops::fence::Fence>,
 }
 
 #[cfg(test)]

@@ -40,6 +40,8 @@ pub struct ControllerDeps {
     pub reporter: Reporter,
     /// Reconciles of one plugin running at once.
     pub concurrency: u16,
+    /// Open while this replica leads (always, without leader election).
+    pub fence: Arc<crate::ops::fence::Fence>,
 }
 
 /// Waits until a store has its first full list. `Store::wait_until_ready` wakes only one of
@@ -133,6 +135,7 @@ pub async fn run_controller(
         primary_store: primary_store.clone(),
         expectations,
         synced: synced_rx,
+        fence: deps.fence.clone(),
     });
 
     let readiness = {

@@ -6,7 +6,7 @@
 //! [`kinds`] (dynamic API handles), [`controller`] (watches and caches), [`reconcile`]
 //! (one decision end to end, in phases: [`finalize`], [`observed`], [`decide`], [`guard`],
 //! [`execute`]), [`expect`] and [`seen`] (a primary waits to see its own writes),
-//! [`events`], [`context`] (what reconciles share).
+//! [`events`], [`context`] (what reconciles share), [`leading`] (taking and losing the lead).
 
 pub mod args;
 pub mod context;
@@ -19,6 +19,7 @@ pub mod expect;
 pub mod finalize;
 pub mod guard;
 pub mod kinds;
+pub mod leading;
 pub mod observed;
 pub mod plugins;
 pub mod reconcile;
@@ -34,24 +35,62 @@ pub use args::RunArgs;
 use controller::ControllerDeps;
 use guard::{Guard, GuardConfig};
 
+use crate::ops::fence::{Fence, FenceLayer};
 use crate::ops::health::Health;
 use crate::ops::lease::{LeaseConfig, run_elector};
 use crate::ops::metrics::Metrics;
 use crate::registry::{Manager, sources};
 use crate::runtime::{Limits, Sandbox};
 
-/// A Kubernetes client from `--kubeconfig`, else the usual inference (in-cluster inside a
-/// pod, `$KUBECONFIG` or `~/.kube/config` outside).
-pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+/// The client configuration from `--kubeconfig`, else the usual inference (in-cluster
+/// inside a pod, `$KUBECONFIG` or `~/.kube/config` outside).
+async fn client_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
         }
         None => kube::Config::infer().await?,
-    };
-    Ok(kube::Client::try_from(config)?)
+    })
+}
+
+/// A Kubernetes client from `--kubeconfig`, else the usual inference (in-cluster inside a
+/// pod, `$KUBECONFIG` or `~/.kube/config` outside).
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    Ok(kube::Client::try_from(client_config(kubeconfig).await?)?)
+}
+
+/// A client whose writes pass `fence` (reads and watches always pass).
+pub async fn fenced_client(
+    kubeconfig: Option<&std::path::Path>,
+    fence: std::sync::Arc<Fence>,
+) -> anyhow::Result<kube::Client> {
+    Ok(
+        kube::client::ClientBuilder::try_from(client_config(kubeconfig).await?)?
+            .with_layer(&FenceLayer(fence))
+            .build(),
+    )
+}
+
+/// The leader election settings from the flags, checked (`None` without leader election).
+fn lease_config(args: &RunArgs) -> anyhow::Result<Option<LeaseConfig>> {
+    if !args.leader_election {
+        return Ok(None);
+    }
+    let ns = args
+        .lease_namespace
+        .clone()
+        .or_else(|| args.pod_namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    let mut cfg = LeaseConfig::new(ns, args.lease_name.clone(), identity(args));
+    cfg.lease_duration = Duration::from_secs(args.lease_seconds);
+    cfg.renew_every = cfg.lease_duration / 3;
+    cfg.renew_deadline = cfg.lease_duration * 2 / 3;
+    cfg.retry_every = (cfg.lease_duration / 7).max(Duration::from_millis(200));
+    cfg.validate()
+        .map_err(|e| anyhow::anyhow!("invalid leader election settings: {e}"))?;
+    Ok(Some(cfg))
 }
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {
@@ -78,8 +117,10 @@ async fn signals(tx: watch::Sender<bool>) {
     let _ = tx.send(true);
 }
 
-/// Runs the operator host until SIGTERM (or until this replica loses the leadership).
+/// Runs the operator host until SIGTERM (or until its leader election ends).
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Bad flags stop the host before it starts anything.
+    let lease = lease_config(&args)?;
     let client = client(args.kubeconfig.as_deref()).await?;
     let limits = Limits {
         deadline: Duration::from_millis(args.call_timeout_ms),
@@ -121,48 +162,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
 
-    let (leading_tx, mut leading_rx) = watch::channel(!args.leader_election);
+    // Every replica loads the plugins and runs their caches; only the leader's writes leave
+    // (the fence), so a standby takes over with warm caches and failover costs the lease.
+    let (leading_tx, leading_rx) = watch::channel(!args.leader_election);
+    let fence = if args.leader_election {
+        Fence::closed()
+    } else {
+        Fence::always_open()
+    };
     let mut elector = None;
-    if args.leader_election {
-        let ns = args
-            .lease_namespace
-            .clone()
-            .or_else(|| args.pod_namespace.clone())
-            .unwrap_or_else(|| "default".into());
-        let mut cfg = LeaseConfig::new(ns, args.lease_name.clone(), identity(&args));
-        cfg.lease_duration = Duration::from_secs(args.lease_seconds);
-        cfg.renew_every = cfg.lease_duration / 3;
-        cfg.renew_deadline = cfg.lease_duration * 2 / 3;
-        cfg.retry_every = (cfg.lease_duration / 7).max(Duration::from_millis(200));
-        tracing::info!(lease = %cfg.name, identity = %cfg.identity, "waiting to lead");
-        // A standby is ready: it is healthy and can take over (rollouts wait for readiness).
-        plugins_ready.set(true);
+    if let Some(cfg) = lease {
+        tracing::info!(lease = %cfg.name, identity = %cfg.identity, "waiting to lead (caches warm meanwhile)");
         elector = Some(tokio::spawn(run_elector(
             client.clone(),
             cfg,
             leading_tx,
+            fence.clone(),
             shutdown_rx.clone(),
         )));
-        tokio::select! {
-            led = leading_rx.wait_for(|l| *l) => {
-                // The elector dropped its sender: it ended (say, an invalid configuration)
-                // without ever leading. Nothing may run as if it led.
-                if led.is_err() {
-                    let reason = match elector.take() {
-                        Some(task) => match task.await {
-                            Ok(Err(e)) => format!("{e:#}"),
-                            _ => "it stopped".to_string(),
-                        },
-                        None => "it stopped".to_string(),
-                    };
-                    anyhow::bail!("leader election ended before this replica led: {reason}");
-                }
-            }
-            _ = wait_true(shutdown_rx.clone()) => return Ok(()),
-        }
-        metrics.leader.set(1);
-        plugins_ready.set(false);
     }
+    let client = fenced_client(args.kubeconfig.as_deref(), fence.clone()).await?;
 
     let deps = ControllerDeps {
         client: client.clone(),
@@ -186,6 +205,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             instance: Some(identity(&args)),
         },
         concurrency: args.concurrency,
+        fence: fence.clone(),
     };
     let manager = Arc::new(Manager::new(
         deps,
@@ -233,39 +253,41 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         plugins_ready.set(true);
     });
 
-    let lost = async {
-        if args.leader_election {
-            let _ = leading_rx.wait_for(|l| !*l).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    // On SIGTERM the elector steps down (leading turns false) right after shutdown is
-    // asked for: that is a clean stop, not a lost leadership.
-    let lost_leadership = tokio::select! {
-        biased;
-        _ = wait_true(shutdown_rx.clone()) => false,
-        _ = lost => !*shutdown_rx.borrow(),
-    };
-    if lost_leadership {
-        metrics.leader.set(0);
-        let _ = shutdown_tx.send(true);
-        tracing::error!("lost the leadership: stopping");
-    }
-    // Leadership in doubt: no grace. Every controller (and the reconciles inside it) is
-    // aborted at once, so nothing more is written; the elector stepped down at its renew
-    // deadline, a margin before any standby may take the lease.
-    let grace = if lost_leadership {
-        Duration::ZERO
+    let ended = if args.leader_election {
+        let uploads = (!args.no_uploads).then(|| leading::Uploads {
+            client: client.clone(),
+            namespace: plugin_ns.clone(),
+        });
+        leading::follow(
+            leading_rx,
+            shutdown_rx.clone(),
+            manager.clone(),
+            metrics.clone(),
+            uploads,
+        )
+        .await
     } else {
-        Duration::from_secs(args.shutdown_seconds)
+        wait_true(shutdown_rx.clone()).await;
+        leading::Ended::Shutdown
     };
-    manager.join(grace).await;
+    if ended == leading::Ended::ElectorGone {
+        // Nothing may run as if it led: the controllers stop at once.
+        let _ = shutdown_tx.send(true);
+        manager.join(Duration::ZERO).await;
+        let reason = match elector.take() {
+            Some(task) => match task.await {
+                Ok(Err(e)) => format!("{e:#}"),
+                _ => "it stopped".to_string(),
+            },
+            None => "it stopped".to_string(),
+        };
+        anyhow::bail!("leader election ended: {reason}");
+    }
+    manager
+        .join(Duration::from_secs(args.shutdown_seconds))
+        .await;
     if let Some(e) = elector {
         let _ = tokio::time::timeout(Duration::from_secs(5), e).await;
-    }
-    if lost_leadership {
-        anyhow::bail!("lost the leadership");
     }
     tracing::info!("stopped");
     Ok(())

@@ -1,6 +1,7 @@
 //! One reconcile, in named phases:
 //!
 //! ```text
+//! lead      a standby (fence closed) decides nothing
 //! gate      caches synced, and the primary's own writes seen (expectations)
 //! prepare   finalizer: reconcile or cleanup (finalize)
 //! observe   the primary and its related objects from the caches (observed)
@@ -64,6 +65,22 @@ impl Failure {
     }
 }
 
+/// One running reconcile in the `wasmop_queue_depth` gauge, for as long as it lives.
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlight {
+    fn new(gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 fn object_key(obj: &DynamicObject) -> String {
     format!(
         "{}/{}",
@@ -74,6 +91,23 @@ fn object_key(obj: &DynamicObject) -> String {
 
 /// Reconciles one primary object with the plugin's current version.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Failure> {
+    // A standby decides nothing; on taking the lead it reconciles every object. A reconcile
+    // begun while leading is abandoned the moment the leadership ends (its writes would be
+    // refused by the fence anyway): none carries an old decision into a later leadership.
+    let epoch = ctx.fence.epoch();
+    if !ctx.fence.is_open() {
+        return Ok(Action::await_change());
+    }
+    let fence = ctx.fence.clone();
+    tokio::select! {
+        biased;
+        () = fence.closed_since(epoch) => Ok(Action::await_change()),
+        result = reconcile_led(obj, ctx) => result,
+    }
+}
+
+/// A reconcile while leading: metrics around [`reconcile_with`].
+async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Failure> {
     let plugin = ctx.slot.current();
     let key = object_key(&obj);
     let span = tracing::info_span!("reconcile", plugin = %plugin.info.name, version = %plugin.info.version, object = %key);
@@ -86,9 +120,9 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             plugin: plugin.info.name.clone(),
         })
         .clone();
-    in_flight.inc();
+    // Counted down on drop too: an abandoned reconcile leaves the gauge right.
+    let _in_flight = InFlight::new(in_flight);
     let result = reconcile_with(&obj, &ctx, &plugin).instrument(span).await;
-    in_flight.dec();
     ctx.metrics.reconciles.get_or_create(&labels).inc();
     ctx.metrics
         .reconcile_duration_seconds

@@ -20,6 +20,7 @@
 //! The rules themselves ([`decide`], [`claimed`], [`released`]) are pure functions in a
 //! submodule; this file holds the configuration and the loop that talks to the API server.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -28,6 +29,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+use super::fence::Fence;
 
 mod decide;
 pub use decide::{Decision, Observer, claimed, decide, released};
@@ -209,7 +212,9 @@ async fn pause(wait: Duration, shutdown: &mut watch::Receiver<bool>) {
 }
 
 /// Runs the election until `shutdown` turns true (or its sender is dropped), publishing
-/// on `leading` whether this replica leads (only changes are sent; it starts at `false`).
+/// on `leading` whether this replica leads (only changes are sent; it starts at `false`)
+/// and keeping `fence` open exactly while this replica may write: until the renew deadline
+/// of each successful renewal, closed on stepping down.
 ///
 /// API errors never end the loop: they are logged and retried every `retry_every`. A
 /// standby's round trip is bounded by `renew_every`, a leader's by the time left until its
@@ -220,12 +225,19 @@ pub async fn run_elector(
     client: kube::Client,
     cfg: LeaseConfig,
     leading: watch::Sender<bool>,
+    fence: Arc<Fence>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     cfg.validate()?;
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let lease = format!("{}/{}", cfg.namespace, cfg.name);
-    let set = |value: bool| leading.send_if_modified(|v| std::mem::replace(v, value) != value);
+    // Stepping down closes the fence first: no write leaves once `false` is announced.
+    let set = |value: bool| {
+        if !value {
+            fence.close();
+        }
+        leading.send_if_modified(|v| std::mem::replace(v, value) != value)
+    };
     set(false);
     let mut is_leader = false;
     let mut last_renewed = Instant::now();
@@ -253,6 +265,8 @@ pub async fn run_elector(
             Ok(Attempt::Holding) => {
                 conflicts_in_a_row = 0;
                 last_renewed = started;
+                // Writes may leave until the renew deadline of this renewal, and no longer.
+                fence.open_until(started.into_std() + cfg.renew_deadline);
                 if !is_leader {
                     tracing::info!(%lease, identity = %cfg.identity, "acquired lease: leading");
                     is_leader = true;

@@ -2,8 +2,10 @@
 //!
 //! Split by concern: [`metrics`] (the Prometheus registry), [`health`] (readiness flags),
 //! [`http`] (the `/healthz`, `/readyz` and `/metrics` endpoint) and [`lease`] (leader
-//! election on a `coordination.k8s.io/v1` Lease).
+//! election on a `coordination.k8s.io/v1` Lease) with [`fence`] (no write leaves a replica
+//! that does not lead).
 
+pub mod fence;
 pub mod health;
 pub mod http;
 pub mod lease;

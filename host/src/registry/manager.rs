@@ -263,6 +263,13 @@ impl Manager {
         Ok(())
     }
 
+    /// Reconciles every object of every running plugin again (on taking the lead).
+    pub async fn reconcile_everything(&self) {
+        for r in self.running.lock().await.values() {
+            let _ = r.reconcile_all.unbounded_send(());
+        }
+    }
+
     /// The origin a plugin runs from, if it runs.
     pub async fn origin_of(&self, name: &str) -> Option<String> {
         self.running
@@ -373,6 +380,10 @@ impl Manager {
 
     /// Releases `fin` from the objects of a plugin that no longer declares it (logged).
     async fn release_finalizer(&self, info: &PluginInfo, fin: &str) {
+        if !self.deps.fence.is_open() {
+            tracing::info!(plugin = %info.name, finalizer = fin, "standby: the leader releases the finalizer");
+            return;
+        }
         let ns = self.deps.namespace.as_deref();
         match finalize::release_everywhere(&self.deps.client, info, fin, ns).await {
             Ok(n) => tracing::info!(plugin = %info.name, finalizer = fin, released = n,

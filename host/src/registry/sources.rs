@@ -192,7 +192,14 @@ async fn write_status(client: &Client, wp: &WasmPlugin, outcome: &Result<Accepte
         )
         .await
     {
-        tracing::warn!(wasmplugin = name, error = %e, "could not write the WasmPlugin status");
+        if crate::ops::fence::is_fenced_off(&e) {
+            tracing::debug!(
+                wasmplugin = name,
+                "standby: the leader writes the WasmPlugin status"
+            );
+        } else {
+            tracing::warn!(wasmplugin = name, error = %e, "could not write the WasmPlugin status");
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! helper stops what it started when dropped.
 #![allow(dead_code)]
 
+pub mod diagnose;
 pub mod uploads;
 
 use std::path::{Path, PathBuf};
