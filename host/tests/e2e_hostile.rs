@@ -196,4 +196,43 @@ async fn hostile_plugin_does_not_stop_podreplica() {
         api.get_opt("stuck").await.ok()?.is_none().then_some(())
     })
     .await;
+
+    // The plugin is removed: the host releases its finalizer from every object (others'
+    // finalizers stay), so nothing waits for a cleanup that no plugin will run.
+    apply(
+        &client,
+        &hostile,
+        "default",
+        &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Hostile",
+        "metadata": {"name": "orphan", "namespace": "default",
+                     "finalizers": ["example.com/keep"]},
+        "spec": {"mode": "ok"}}),
+    )
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "orphan has both finalizers",
+        || async {
+            let o = api.get("orphan").await.ok()?;
+            (finalizers(&o) == ["example.com/keep", "test.wasmop.dev/cleanup"]).then_some(())
+        },
+    )
+    .await;
+    std::fs::remove_file(host.plugins_dir().join("wasmop_hostile.wasm")).unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the removed plugin's finalizer released",
+        || async {
+            let o = api.get("orphan").await.ok()?;
+            (finalizers(&o) == ["example.com/keep"]).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        host.log_text()
+            .contains("released from the plugin's objects"),
+        "{}",
+        host.log_text()
+    );
 }

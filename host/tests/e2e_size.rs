@@ -1,10 +1,12 @@
-//! End to end at size: 3,000 unrelated pods and 100 PodReplicas of size 3 in one namespace,
+//! End to end at size: 3,000 unrelated pods and 300 PodReplicas of size 3 in one namespace,
 //! so that the host's first pod list is slow enough to lose a race. A sampler lists the
 //! PodReplicas' pods several times a second for the whole test and records, per
 //! PodReplica, the most live pods ever seen at once. Through a cold start, a SIGKILL
-//! restart, a hot swap that restarts the controller, an API server restart and a failover
-//! to a standby (each time a pod cache starts empty or relists while 300 owned pods exist),
-//! no PodReplica ever has more live pods than its size, and every one converges.
+//! restart, an uploaded version that restarts the controller, an API server restart, a
+//! failover to a warm standby and a storm of refused creates and deletes (each time a pod
+//! cache starts empty, relists, or acts on failed writes while 900 owned pods exist), no
+//! PodReplica ever has more live pods than its size, every one converges, no finalizer is
+//! left, and the WasmPlugin's status names the version that runs.
 
 mod support;
 
@@ -16,13 +18,15 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 use support::diagnose::pods_and_nodes;
+use support::storm::Storm;
+use support::uploads::{push, wasmplugin_resource};
 use support::*;
 
 const UNRELATED: usize = 3000;
-const REPLICAS: usize = 100;
+const REPLICAS: usize = 300;
 const SIZE: usize = 3;
 const LABEL: &str = "app.example.com/podreplica";
 
@@ -194,6 +198,62 @@ async fn scale_all(client: &Client, size: usize) {
     }
 }
 
+/// Every PodReplica's Ready condition names the plugin version `tag` (say "(v3)").
+async fn all_decided_by(client: &Client, tag: &str) -> Option<()> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let list = api.list(&ListParams::default()).await.ok()?;
+    list.items
+        .iter()
+        .all(|pr| {
+            pr.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["message"].as_str().is_some_and(|m| m.contains(tag)))
+                })
+        })
+        .then_some(())
+}
+
+/// The WasmPlugin `podreplica` says Ready=True for `version`, with the digest of `file`.
+async fn wasmplugin_says(client: &Client, version: &str, file: &str) -> Option<()> {
+    use sha2::Digest;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
+    let wp = api.get("podreplica").await.ok()?;
+    let st = &wp.data["status"];
+    let digest = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(
+            std::fs::read(plugin_dir().join(file)).ok()?
+        ))
+    );
+    let ready = st["conditions"]
+        .as_array()?
+        .iter()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    (ready && st["pluginVersion"] == version && st["digest"] == digest.as_str()).then_some(())
+}
+
+/// Objects of the test carrying any finalizer (none may be left behind).
+async fn finalizers_left(client: &Client) -> usize {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let prs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let pods = pods
+        .list(&ListParams::default().labels(LABEL))
+        .await
+        .unwrap()
+        .items;
+    let prs = prs.list(&ListParams::default()).await.unwrap().items;
+    pods.iter()
+        .map(|p| &p.metadata)
+        .chain(prs.iter().map(|p| &p.metadata))
+        .filter(|m| m.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     let cluster = Cluster::start_with_node_pods("size", 2000);
@@ -205,9 +265,9 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     wait_for_crd(&client, &podreplica_resource()).await;
     create_unrelated(&client).await;
     let uids = apply_replicas(&client).await;
-    all_converged(&client, &uids, "100 PodReplicas x 3 converged").await;
+    all_converged(&client, &uids, "300 PodReplicas x 3 converged").await;
 
-    // SIGKILL and restart: 300 owned pods exist, the new host's pod cache starts empty.
+    // SIGKILL and restart: 900 owned pods exist, the new host's pod cache starts empty.
     host.kill();
     let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
     eventually(
@@ -220,23 +280,17 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     all_converged(&client, &uids, "converged again after a SIGKILL restart").await;
 
-    // A version that watches differently restarts the controller with empty caches.
-    std::fs::copy(
-        plugin_dir().join("podreplica_v3.wasm"),
-        host.plugins_dir().join("podreplica.wasm"),
-    )
-    .unwrap();
+    // An upload of a version that watches differently restarts the controller with empty
+    // caches; the WasmPlugin's status says what runs.
+    let (ok, out) = push(&cluster, "podreplica", "podreplica_v3.wasm");
+    assert!(ok, "{out}");
+    assert!(out.contains("Restarted"), "{out}");
     eventually(
-        Duration::from_secs(60),
-        "v3 restarted the controller",
-        || async {
-            host.log_text()
-                .contains("the new version watches differently")
-                .then_some(())
-        },
+        Duration::from_secs(120),
+        "every PodReplica decided by v3",
+        || all_decided_by(&client, "(v3)"),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
     all_converged(&client, &uids, "converged again after a restarting swap").await;
 
     // The API server restarts: every watch relists.
@@ -252,14 +306,19 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     .await;
     drop(host);
 
-    // Two replicas; the leader is killed and the standby's caches start cold.
+    // Two replicas, both with warm caches; the leader is killed and the standby takes over.
     let mut a = Host::start_replica(&cluster, &["podreplica.wasm"], "a", 10);
     eventually(Duration::from_secs(60), "replica a leads", || async {
         a.leads().then_some(())
     })
     .await;
     let b = Host::start_replica(&cluster, &["podreplica.wasm"], "b", 10);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually(
+        Duration::from_secs(120),
+        "standby b ready (caches warm)",
+        || async { (b.http_get("/readyz")?.0 == 200).then_some(()) },
+    )
+    .await;
     a.kill();
     scale_all(&client, 3).await;
     all_converged(
@@ -269,11 +328,51 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     )
     .await;
     assert!(b.leads(), "the standby does not lead");
+    // The upload still wins over the plugins directory's file, and the status says so.
+    eventually(
+        Duration::from_secs(60),
+        "WasmPlugin status: v3 Ready",
+        || wasmplugin_says(&client, "0.1.0-v3", "podreplica_v3.wasm"),
+    )
+    .await;
+    drop(b);
+
+    // A storm: 30% of the host's creates and deletes are refused with 429 or 500.
+    let storm = Storm::start(&cluster, 30).await;
+    let host = Host::start_with(&storm.kubeconfig, &["podreplica.wasm"], &[], &[]);
+    eventually(
+        Duration::from_secs(120),
+        "host ready through the storm",
+        || async { (host.http_get("/readyz")?.0 == 200).then_some(()) },
+    )
+    .await;
+    scale_all(&client, 1).await;
+    all_converged_at(
+        &client,
+        &uids,
+        1,
+        "scaled to 1 through a storm of refused writes",
+    )
+    .await;
+    scale_all(&client, 3).await;
+    all_converged(
+        &client,
+        &uids,
+        "scaled to 3 through a storm of refused writes",
+    )
+    .await;
+    let (writes, refused) = storm.counts();
+    println!("storm: {refused} of {writes} creates and deletes refused");
+    assert!(
+        refused >= 100,
+        "the storm refused only {refused} of {writes} writes"
+    );
 
     let (rate, worst, over) = sampler.finish().await;
     println!(
         "sampler: {rate:.1} lists/s; the most live pods any PodReplica had at once: {worst} (size {SIZE})"
     );
+    assert_eq!(finalizers_left(&client).await, 0, "finalizers left behind");
     assert!(
         rate >= 5.0,
         "the sampler listed only {rate:.1} times a second"

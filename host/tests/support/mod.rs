@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod diagnose;
+pub mod storm;
 pub mod uploads;
 
 use std::path::{Path, PathBuf};
@@ -156,6 +157,16 @@ impl Host {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Host {
+        Host::start_with(&cluster.kubeconfig, plugins, extra, env)
+    }
+
+    /// [`Host::start`] against the API server of `kubeconfig` (a proxy's, say).
+    pub fn start_with(
+        kubeconfig: &Path,
+        plugins: &[&str],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Host {
         let dir = Scratch::new("plugins");
         for p in plugins {
             std::fs::copy(plugin_dir().join(p), dir.0.join(p)).unwrap_or_else(|e| {
@@ -171,7 +182,7 @@ impl Host {
             .arg("--plugins")
             .arg(&dir.0)
             .arg("--kubeconfig")
-            .arg(&cluster.kubeconfig)
+            .arg(kubeconfig)
             .arg("--install-crds")
             .arg("--listen")
             .arg(&addr)

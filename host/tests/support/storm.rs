@@ -1,0 +1,144 @@
+//! A storm of refused writes: a loopback HTTP proxy between a host and the API server that
+//! answers a share of POST and DELETE requests itself with 429 Too Many Requests or 500
+//! Internal Server Error (alternately), before they reach the server, and forwards
+//! everything else (watches stream through). The host talks plain HTTP to the proxy with a
+//! kubeconfig of its own; the proxy talks to the API server as the test's admin.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use http::{Method, StatusCode};
+use kube::Client;
+use tokio::task::JoinHandle;
+
+use super::{Cluster, Scratch};
+
+/// The proxy; stopped (and its kubeconfig removed) when dropped.
+pub struct Storm {
+    /// A kubeconfig that reaches the API server through the proxy.
+    pub kubeconfig: PathBuf,
+    counters: Arc<Counters>,
+    task: JoinHandle<()>,
+    _dir: Scratch,
+}
+
+#[derive(Default)]
+struct Counters {
+    /// Percent of POST and DELETE requests refused.
+    share: AtomicU64,
+    writes: AtomicU64,
+    refused: AtomicU64,
+}
+
+#[derive(Clone)]
+struct Upstream {
+    client: Client,
+    counters: Arc<Counters>,
+}
+
+impl Storm {
+    /// Starts the proxy in front of `cluster`, refusing `share_percent` of the writes.
+    pub async fn start(cluster: &Cluster, share_percent: u64) -> Storm {
+        let counters = Arc::new(Counters::default());
+        counters.share.store(share_percent, Ordering::SeqCst);
+        let upstream = Upstream {
+            client: cluster.client().await,
+            counters: counters.clone(),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let app = axum::Router::new().fallback(relay).with_state(upstream);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let dir = Scratch::new("storm");
+        let kubeconfig = dir.0.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: storm\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+                 users:\n- name: storm\n  user: {{}}\ncontexts:\n- name: storm\n  context:\n    cluster: storm\n    user: storm\n\
+                 current-context: storm\n"
+            ),
+        )
+        .unwrap();
+        Storm {
+            kubeconfig,
+            counters,
+            task,
+            _dir: dir,
+        }
+    }
+
+    /// Changes the share of refused writes (0 calms the storm).
+    pub fn set_share(&self, percent: u64) {
+        self.counters.share.store(percent, Ordering::SeqCst);
+    }
+
+    /// (writes seen, writes refused) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.counters.writes.load(Ordering::SeqCst),
+            self.counters.refused.load(Ordering::SeqCst),
+        )
+    }
+}
+
+impl Drop for Storm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A Kubernetes Status body for a refused request.
+fn refusal(n: u64) -> Response {
+    let (code, reason) = if n % 2 == 0 {
+        (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests")
+    } else {
+        (StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
+    };
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "refused by the test's storm proxy", "reason": reason,
+        "code": code.as_u16()
+    });
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .header("retry-after", "1")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+async fn relay(State(up): State<Upstream>, req: Request) -> Response {
+    if matches!(*req.method(), Method::POST | Method::DELETE) {
+        let n = up.counters.writes.fetch_add(1, Ordering::SeqCst);
+        // Spread evenly: n*37 mod 100 walks every residue once per 100 writes.
+        if (n * 37) % 100 < up.counters.share.load(Ordering::SeqCst) {
+            up.counters.refused.fetch_add(1, Ordering::SeqCst);
+            return refusal(n);
+        }
+    }
+    let (mut parts, body) = req.into_parts();
+    parts.headers.remove(http::header::HOST);
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => return bad_gateway(&e.to_string()),
+    };
+    let forward = http::Request::from_parts(parts, kube::client::Body::from(bytes));
+    match up.client.send(forward).await {
+        Ok(resp) => resp.map(Body::new),
+        Err(e) => bad_gateway(&e.to_string()),
+    }
+}
+
+fn bad_gateway(why: &str) -> Response {
+    Response::builder()
+        .status(StatusCode::BAD_GATEWAY)
+        .body(Body::from(why.to_string()))
+        .unwrap()
+}
