@@ -28,7 +28,7 @@ fn stamp(path: &Path) -> Option<Stamp> {
 }
 
 /// Offers every plugin file of `dir`, then polls the directory every `every` and offers
-/// files that changed, until shutdown. A file whose plugin runs from an upload is
+/// files that changed, until shutdown; a removed file stops its plugin. A file whose plugin runs from an upload is
 /// superseded (the manager's rule); it is offered again once that plugin no longer runs
 /// from an upload (its WasmPlugin was deleted).
 pub async fn watch_dir(
@@ -51,7 +51,20 @@ pub async fn watch_dir(
             superseded.remove(&path);
             seen.remove(&path);
         }
-        for path in plugin_files(&dir).unwrap_or_default() {
+        let present = plugin_files(&dir).unwrap_or_default();
+        // A file that is gone stops its plugin (as a deleted WasmPlugin does).
+        let gone: Vec<PathBuf> = seen
+            .keys()
+            .filter(|p| !present.contains(p))
+            .cloned()
+            .collect();
+        for path in gone {
+            seen.remove(&path);
+            superseded.remove(&path);
+            tracing::info!(file = %path.display(), "plugin file removed");
+            manager.remove(&format!("dir:{}", path.display())).await;
+        }
+        for path in present {
             let Some(st) = stamp(&path) else { continue };
             if seen.get(&path) == Some(&st) {
                 continue;
