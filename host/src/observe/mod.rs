@@ -8,5 +8,7 @@ pub mod select;
 pub mod trim;
 
 pub use labels::LabelSelector;
-pub use select::{in_relation, is_controlled_by, observed_for, related_for, selector_of};
+pub use select::{
+    in_relation, is_controlled_by, may_relate, observed_for, related_for, selector_of,
+};
 pub use trim::trim_for_guest;

@@ -65,6 +65,27 @@ pub fn in_relation(
     selected && selector.matches(&labels_of(object))
 }
 
+/// A cheap necessary condition for [`in_relation`] on an object's metadata alone (the
+/// selection rule and the label selector), so that a cache of thousands of objects is not
+/// serialised whole for each decision: only objects that pass are converted and checked.
+pub fn may_relate(
+    relation: &Relation,
+    selector: &LabelSelector,
+    primary_uid: &str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    let selected = match relation.selection {
+        Selection::Owned => meta
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|r| r.controller == Some(true) && r.uid == primary_uid),
+        Selection::Namespace => true,
+    };
+    selected && selector.matches(meta.labels.as_ref().unwrap_or(&BTreeMap::new()))
+}
+
 /// The parsed label selector of a relation (empty when it declares none); an error names
 /// the relation.
 pub fn selector_of(relation: &Relation) -> Result<LabelSelector, String> {
@@ -160,5 +181,36 @@ mod tests {
             ["mine", "foreign", "db"]
         );
         assert_eq!(names(&pods(Selection::Namespace, Some("app=db"))), ["db"]);
+    }
+
+    #[test]
+    fn the_metadata_check_never_drops_a_related_object() {
+        let primary = json!({"metadata": {"name": "x", "namespace": "a", "uid": "U"}});
+        let all = [
+            pod("mine", "a", Some("U"), "web"),
+            pod("mine-db", "a", Some("U"), "db"),
+            pod("foreign", "a", Some("V"), "web"),
+            pod("orphan", "a", None, "db"),
+        ];
+        for relation in [
+            pods(Selection::Owned, None),
+            pods(Selection::Owned, Some("app=db")),
+            pods(Selection::Namespace, None),
+            pods(Selection::Namespace, Some("app!=web")),
+        ] {
+            let sel = selector_of(&relation).unwrap();
+            let mut kept = 0;
+            for o in &all {
+                let meta = serde_json::from_value(o["metadata"].clone()).unwrap();
+                let cheap = may_relate(&relation, &sel, "U", &meta);
+                let full = in_relation(&relation, &sel, &primary, o);
+                assert!(cheap || !full, "{relation:?} dropped {o}");
+                kept += usize::from(cheap);
+            }
+            // And it does filter: owned relations skip the others' pods.
+            if relation.selection == Selection::Owned {
+                assert!(kept <= 2, "{relation:?} kept {kept}");
+            }
+        }
     }
 }

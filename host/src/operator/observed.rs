@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::context::Context;
 use super::guard::PrimaryRef;
-use crate::observe::{in_relation, is_controlled_by, selector_of, trim_for_guest};
+use crate::observe::{in_relation, is_controlled_by, may_relate, selector_of, trim_for_guest};
 use crate::runtime::Observed;
 
 /// The primary as JSON (with apiVersion and kind) and its reference.
@@ -21,19 +21,27 @@ pub fn primary_of(ctx: &Context, obj: &DynamicObject) -> Result<(Value, PrimaryR
 }
 
 /// The related objects of `primary` from the caches, per relation, trimmed for the guest.
-/// Objects of another namespace are skipped before they are serialised; everything else is
-/// decided by the same [`in_relation`] check the offline commands use, once per object.
+/// Objects of another namespace, of another owner or outside the label selector are skipped
+/// on their metadata before they are serialised ([`may_relate`]); the rest is decided by
+/// the same [`in_relation`] check the offline commands use, once per object.
 fn related_of(
     ctx: &Context,
     primary: &Value,
     ns: Option<&str>,
 ) -> Result<BTreeMap<String, Vec<Value>>, String> {
     let mut related: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let uid = primary
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     for cache in &ctx.related {
         let selector = selector_of(&cache.relation)?;
         let chosen = related.entry(cache.relation.name.clone()).or_default();
         for obj in cache.store.state() {
             if cache.relation.kind.namespaced && obj.metadata.namespace.as_deref() != ns {
+                continue;
+            }
+            if !may_relate(&cache.relation, &selector, uid, &obj.metadata) {
                 continue;
             }
             let Ok(mut v) = serde_json::to_value(&*obj) else {
