@@ -96,7 +96,7 @@ impl Drop for Storm {
 
 /// A Kubernetes Status body for a refused request.
 fn refusal(n: u64) -> Response {
-    let (code, reason) = if n % 2 == 0 {
+    let (code, reason) = if n.is_multiple_of(2) {
         (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests")
     } else {
         (StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
