@@ -32,9 +32,9 @@ GUEST_INPUTS := $(shell find guests contract wit -type f) Cargo.toml Cargo.lock 
 # The suites of `make test`, in order; scripts/test-suites runs each, times it and prints a
 # summary. The builds come first as suites of their own, so their cost shows in every log.
 TEST_SUITES := lint host plugins cluster test-unit test-guests-wasm golden \
-  crds-check cluster-test e2e image deploy-test
+  crds-check cluster-test e2e bench-smoke image deploy-test
 
-.PHONY: all setup host plugins cluster test lint test-unit e2e bench test-guests-wasm golden crds crds-check cluster-test demo clean-cache
+.PHONY: all setup host plugins cluster test lint test-unit e2e bench bench-scale bench-smoke test-guests-wasm golden crds crds-check cluster-test demo clean-cache
 
 all: host plugins
 
@@ -129,6 +129,15 @@ crds-check: host plugins
 ## bench: sandboxed decision against the same decision compiled natively (prints ratios)
 bench: plugins
 	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench decision
+
+## bench-scale: the host converging 100/300/1,000 PodReplicas against a bare client's
+## floor, on fresh local control planes (arguments: BENCH_SCALE_ARGS="--objects 300")
+bench-scale: host plugins cluster
+	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench scale -- $(BENCH_SCALE_ARGS)
+
+## bench-smoke: bench-scale with 100 PodReplicas, asserting correctness only (in make test)
+bench-smoke: host plugins cluster
+	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench scale -- --smoke
 
 ## demo: the article's operators on a local control plane, step by step
 demo:

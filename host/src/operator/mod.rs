@@ -39,6 +39,7 @@ use crate::ops::fence::{Fence, FenceLayer};
 use crate::ops::health::Health;
 use crate::ops::lease::{LeaseConfig, run_elector};
 use crate::ops::metrics::Metrics;
+use crate::ops::requests::CountLayer;
 use crate::registry::{Manager, sources};
 use crate::runtime::{Limits, Sandbox};
 
@@ -61,14 +62,17 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
     Ok(kube::Client::try_from(client_config(kubeconfig).await?)?)
 }
 
-/// A client whose writes pass `fence` (reads and watches always pass).
+/// A client whose writes pass `fence` (reads and watches always pass). Its requests are
+/// counted by verb in `metrics` (refused writes included).
 pub async fn fenced_client(
     kubeconfig: Option<&std::path::Path>,
     fence: std::sync::Arc<Fence>,
+    metrics: std::sync::Arc<Metrics>,
 ) -> anyhow::Result<kube::Client> {
     Ok(
         kube::client::ClientBuilder::try_from(client_config(kubeconfig).await?)?
             .with_layer(&FenceLayer(fence))
+            .with_layer(&CountLayer(metrics))
             .build(),
     )
 }
@@ -181,7 +185,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             shutdown_rx.clone(),
         )));
     }
-    let client = fenced_client(args.kubeconfig.as_deref(), fence.clone()).await?;
+    let client = fenced_client(args.kubeconfig.as_deref(), fence.clone(), metrics.clone()).await?;
 
     let deps = ControllerDeps {
         client: client.clone(),

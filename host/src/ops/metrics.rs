@@ -10,7 +10,7 @@
 //! `wasmop_reconcile_duration_seconds`, `wasmop_sandbox_call_duration_seconds`,
 //! `wasmop_sandbox_timeouts_total`, `wasmop_sandbox_traps_total`,
 //! `wasmop_rejected_plans_total`, `wasmop_queue_depth`, `wasmop_plugin_loads_total`,
-//! `wasmop_leader`.
+//! `wasmop_leader`, `wasmop_api_requests_total`.
 
 use std::fmt;
 
@@ -172,6 +172,15 @@ pub struct Metrics {
     pub plugin_loads: Family<LoadLabels, Counter>,
     /// 1 while this replica holds the leader lease, 0 otherwise.
     pub leader: Gauge,
+    /// Requests the controllers sent to the API server, by verb (`watch` for watches).
+    pub api_requests: Family<VerbLabels, Counter>,
+}
+
+/// Label of [`Metrics::api_requests`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct VerbLabels {
+    /// `get` (one object or a list), `watch`, `post`, `put`, `patch` or `delete`.
+    pub verb: String,
 }
 
 impl Metrics {
@@ -190,6 +199,7 @@ impl Metrics {
         let queue_depth = Family::<PluginOnlyLabels, Gauge>::default();
         let plugin_loads = Family::<LoadLabels, Counter>::default();
         let leader = Gauge::default();
+        let api_requests = Family::<VerbLabels, Counter>::default();
 
         registry.register(
             "reconciles",
@@ -243,6 +253,11 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        registry.register(
+            "api_requests",
+            "Requests the controllers sent to the API server, by verb",
+            api_requests.clone(),
+        );
 
         Metrics {
             registry,
@@ -256,6 +271,7 @@ impl Metrics {
             queue_depth,
             plugin_loads,
             leader,
+            api_requests,
         }
     }
 

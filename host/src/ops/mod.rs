@@ -3,13 +3,14 @@
 //! Split by concern: [`metrics`] (the Prometheus registry), [`health`] (readiness flags),
 //! [`http`] (the `/healthz`, `/readyz` and `/metrics` endpoint) and [`lease`] (leader
 //! election on a `coordination.k8s.io/v1` Lease) with [`fence`] (no write leaves a replica
-//! that does not lead).
+//! that does not lead) and [`requests`] (API requests counted by verb).
 
 pub mod fence;
 pub mod health;
 pub mod http;
 pub mod lease;
 pub mod metrics;
+pub mod requests;
 
 pub use health::{Health, ReadyFlag};
 pub use http::serve;

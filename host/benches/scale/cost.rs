@@ -1,0 +1,75 @@
+//! What a phase cost the host: CPU seconds and memory from `/proc`, and its requests to the
+//! API server by verb from its own `/metrics` (`wasmop_api_requests_total`).
+
+use std::collections::BTreeMap;
+
+use crate::support::Host;
+
+/// A look at the host's counters.
+#[derive(Debug, Clone, Default)]
+pub struct Look {
+    /// CPU seconds (user + system) so far.
+    pub cpu_s: f64,
+    /// Requests so far, by verb.
+    pub requests: BTreeMap<String, u64>,
+}
+
+/// CPU seconds and requests of `host` now.
+pub fn look(host: &Host) -> Look {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", host.pid())).unwrap_or_default();
+    // Fields after the command name (which is in parentheses): utime is the 14th field.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let cpu_s = (ticks(11) + ticks(12)) / 100.0;
+    let mut requests = BTreeMap::new();
+    if let Some((_, text)) = host.http_get("/metrics") {
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("wasmop_api_requests_total{"))
+        {
+            let verb = line.split('"').nth(1).unwrap_or("?").to_string();
+            let n = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            requests.insert(verb, n);
+        }
+    }
+    Look { cpu_s, requests }
+}
+
+/// What happened between two looks.
+pub fn between(before: &Look, after: &Look) -> Look {
+    Look {
+        cpu_s: after.cpu_s - before.cpu_s,
+        requests: after
+            .requests
+            .iter()
+            .map(|(v, n)| (v.clone(), n - before.requests.get(v).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect(),
+    }
+}
+
+/// (VmRSS, VmHWM) of the host in MiB.
+pub fn memory_mib(host: &Host) -> (f64, f64) {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", host.pid())).unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+}

@@ -1,0 +1,158 @@
+//! `make bench-scale`: the host converging thousands of objects on the local control plane,
+//! against the floor of the same work done by a bare client. For each size (rows 100, 300
+//! and 1,000 PodReplicas by default) on a fresh control plane: the floor, convergence of
+//! every PodReplica at size 3, rescaled to 5 and to 2 (seconds, ratio to the floor, host CPU,
+//! API requests by verb, peak memory), memory at rest, delete → replacement latency, and a
+//! hot swap to v2 under load. Prints a table and writes JSON under `~/.cache/wasmop/bench/`.
+//!
+//! `--smoke` (in `make test`): 100 PodReplicas, asserts correctness only (all converge, no
+//! PodReplica ever over the size it was given), no timings, no JSON.
+//!
+//! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--smoke]`.
+
+#[path = "../../tests/support/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod support;
+
+mod converge;
+mod cost;
+mod floor;
+mod latency;
+mod report;
+mod swap;
+mod tracker;
+
+use std::time::Duration;
+
+use report::{Phase, Row};
+use support::{Cluster, Host, eventually, podreplica_resource, wait_for_crd};
+
+/// The command line (after `cargo bench ... --`).
+struct Args {
+    objects: Vec<usize>,
+    samples: usize,
+    smoke: bool,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        objects: vec![100, 300, 1000],
+        samples: 200,
+        smoke: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--objects" => {
+                let v = it
+                    .next()
+                    .expect("--objects needs a list, e.g. 100,300,1000");
+                a.objects = v
+                    .split(',')
+                    .map(|n| {
+                        n.trim()
+                            .parse()
+                            .unwrap_or_else(|_| panic!("--objects: `{n}` is not a number"))
+                    })
+                    .collect();
+            }
+            "--samples" => {
+                a.samples = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--samples needs a number");
+            }
+            "--smoke" => a.smoke = true,
+            "--bench" => {} // added by `cargo bench`
+            "-h" | "--help" => {
+                println!(
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--smoke]"
+                );
+                std::process::exit(0);
+            }
+            other => panic!("unknown argument `{other}` (try --help)"),
+        }
+    }
+    if a.smoke {
+        a.objects = vec![100];
+        a.samples = 10;
+    }
+    a
+}
+
+/// Host reconciles at once (the host's default): the floor keeps as many requests in flight.
+const IN_FLIGHT: usize = 8;
+
+async fn row(n: usize, samples: usize, smoke: bool) -> Row {
+    let node_pods = (n * 5 / 3 + 200) as u32;
+    let cluster = Cluster::start_with_node_pods(&format!("scale-{n}"), node_pods);
+    let client = cluster.client().await;
+    let tracker = tracker::Tracker::start(client.clone());
+    let floor_s = floor::floor(&client, n * 3, IN_FLIGHT).await;
+    println!("{n}: floor {floor_s:.1} s for {} pods", n * 3);
+
+    let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    wait_for_crd(&client, &podreplica_resource()).await;
+    eventually(Duration::from_secs(120), "host ready", || async {
+        (host.http_get("/readyz")?.0 == 200).then_some(())
+    })
+    .await;
+    let names = converge::names(n);
+    let mut phases = Vec::new();
+    let mut bound = 0;
+    for size in [3, 5, 2] {
+        tracker.take_most();
+        bound = bound.max(size);
+        let before = cost::look(&host);
+        let secs = converge::apply_and_converge(&client, &tracker, &names, size).await;
+        let spent = cost::between(&before, &cost::look(&host));
+        let most = tracker.take_most();
+        assert!(
+            most <= bound,
+            "a PodReplica had {most} live pods while asked for at most {bound}"
+        );
+        let (_, peak) = cost::memory_mib(&host);
+        println!("{n}: size {size} in {secs:.1} s (most pods at once {most})");
+        phases.push(Phase {
+            size,
+            secs,
+            spent,
+            peak_mib: peak,
+            most,
+        });
+        bound = size;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (rest_mib, _) = cost::memory_mib(&host);
+    let lat = latency::replacement_ms(&client, &tracker, &names, 2, samples).await;
+    let swap = if smoke {
+        (0.0, 0.0, 0.0)
+    } else {
+        swap::swap(&cluster, &client, n).await
+    };
+    Row {
+        objects: n,
+        floor_s,
+        phases,
+        rest_mib,
+        latency_ms: lat,
+        swap,
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let a = args();
+    let mut rows = Vec::new();
+    for &n in &a.objects {
+        rows.push(row(n, a.samples, a.smoke).await);
+    }
+    report::print(&rows);
+    if a.smoke {
+        println!(
+            "bench-scale smoke: every PodReplica converged at 3, 5 and 2; none ever over its size"
+        );
+    } else {
+        report::write_json(&rows);
+    }
+}

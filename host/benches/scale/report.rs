@@ -1,0 +1,129 @@
+//! The table and the JSON file of a run.
+
+use serde_json::json;
+
+use crate::cost::Look;
+use crate::latency::quantile;
+
+/// One convergence phase.
+pub struct Phase {
+    /// The size every PodReplica was given.
+    pub size: usize,
+    /// Seconds to converge.
+    pub secs: f64,
+    /// Host CPU and requests during the phase.
+    pub spent: Look,
+    /// Host peak RSS after the phase, MiB.
+    pub peak_mib: f64,
+    /// The most live pods any PodReplica had during the phase.
+    pub most: usize,
+}
+
+/// One size.
+pub struct Row {
+    /// PodReplicas.
+    pub objects: usize,
+    /// Seconds the bare client needed for `objects × 3` pods.
+    pub floor_s: f64,
+    /// Size 3, then 5, then 2.
+    pub phases: Vec<Phase>,
+    /// Host RSS at rest with everything cached, MiB.
+    pub rest_mib: f64,
+    /// Delete → replacement, ms, sorted.
+    pub latency_ms: Vec<f64>,
+    /// (push → verdict s, verdict → all on v2 s, p99 per object s).
+    pub swap: (f64, f64, f64),
+}
+
+fn requests(l: &Look) -> String {
+    l.requests
+        .iter()
+        .map(|(v, n)| format!("{v} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Prints the table.
+pub fn print(rows: &[Row]) {
+    println!();
+    println!("| objects | floor s | phase | s | × floor | host CPU s | peak MiB | requests |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        for p in &r.phases {
+            println!(
+                "| {} | {:.1} | size {} | {:.1} | {:.2} | {:.1} | {:.0} | {} |",
+                r.objects,
+                r.floor_s,
+                p.size,
+                p.secs,
+                p.secs / r.floor_s,
+                p.spent.cpu_s,
+                p.peak_mib,
+                requests(&p.spent)
+            );
+        }
+    }
+    println!();
+    println!(
+        "| objects | RSS at rest MiB | delete → replacement p50 / p99 ms | push → verdict s | verdict → all on v2 s (p99 per object) |"
+    );
+    println!("|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {:.0} | {:.0} / {:.0} | {:.2} | {:.1} ({:.1}) |",
+            r.objects,
+            r.rest_mib,
+            quantile(&r.latency_ms, 0.5),
+            quantile(&r.latency_ms, 0.99),
+            r.swap.0,
+            r.swap.1,
+            r.swap.2
+        );
+    }
+}
+
+/// Writes the run as JSON under `~/.cache/wasmop/bench/` (with date, commit and machine).
+pub fn write_json(rows: &[Row]) {
+    let cmd = |c: &str, args: &[&str]| {
+        std::process::Command::new(c)
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpu
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
+    let date = cmd("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]);
+    let doc = json!({
+        "date": date,
+        "commit": cmd("git", &["rev-parse", "--short", "HEAD"]),
+        "machine": {"cpus": std::thread::available_parallelism().map_or(0, |n| n.get()), "model": model},
+        "rows": rows.iter().map(|r| json!({
+            "objects": r.objects, "floor_s": r.floor_s, "rest_mib": r.rest_mib,
+            "latency_ms": {"p50": quantile(&r.latency_ms, 0.5), "p99": quantile(&r.latency_ms, 0.99), "samples": r.latency_ms.len()},
+            "swap": {"push_to_verdict_s": r.swap.0, "verdict_to_all_s": r.swap.1, "p99_per_object_s": r.swap.2},
+            "phases": r.phases.iter().map(|p| json!({
+                "size": p.size, "secs": p.secs, "ratio_to_floor": p.secs / r.floor_s, "host_cpu_s": p.spent.cpu_s,
+                "peak_mib": p.peak_mib, "most_pods": p.most, "requests": p.spent.requests,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    });
+    let dir = std::env::var("WASMOP_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/wasmop")
+        })
+        .join("bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("scale-{}.json", date.replace(':', "")));
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    println!("\nwritten: {}", path.display());
+}
