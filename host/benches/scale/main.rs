@@ -80,15 +80,21 @@ fn args() -> Args {
     a
 }
 
-/// Host reconciles at once (the host's default): the floor keeps as many requests in flight.
-const IN_FLIGHT: usize = 8;
+/// Host reconciles at once (`WASMOP_CONCURRENCY`, which the host reads too; its default
+/// 8): the floor keeps as many requests in flight.
+fn in_flight() -> usize {
+    std::env::var("WASMOP_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
 
 async fn row(n: usize, samples: usize, smoke: bool) -> Row {
     let node_pods = (n * 5 / 3 + 200) as u32;
     let cluster = Cluster::start_with_node_pods(&format!("scale-{n}"), node_pods);
     let client = cluster.client().await;
     let tracker = tracker::Tracker::start(client.clone());
-    let floor_s = floor::floor(&client, n * 3, IN_FLIGHT).await;
+    let floor_s = floor::floor(&client, n * 3, in_flight()).await;
     println!("{n}: floor {floor_s:.1} s for {} pods", n * 3);
 
     let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);

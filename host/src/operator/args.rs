@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// Reconciles of one plugin running at once.
     #[arg(long, env = "WASMOP_CONCURRENCY", default_value_t = 8)]
     pub concurrency: u16,
+    /// Milliseconds a reconcile request waits for more events of the same object before it
+    /// runs (trailing-edge debounce; 0 runs at once).
+    #[arg(long, env = "WASMOP_DEBOUNCE_MS", default_value_t = 50)]
+    pub debounce_ms: u64,
     /// Largest number of actions in one plan.
     #[arg(long, env = "WASMOP_MAX_ACTIONS", default_value_t = 500)]
     pub max_actions: usize,

@@ -80,6 +80,8 @@ pub struct RelatedCache {
     pub resource: ApiResource,
     /// Objects of the kind, as watched.
     pub store: Store<DynamicObject>,
+    /// The store indexed by controlling owner (for `owned` relations).
+    pub owners: Option<Arc<super::owners::OwnerIndex>>,
 }
 
 /// Shared by the reconciles of one plugin.

@@ -17,6 +17,7 @@ use super::context::{Backoff, Context, PluginSlot, RelatedCache};
 use super::expect::Expectations;
 use super::guard::Guard;
 use super::kinds::{api_for, api_resource};
+use super::owners::OwnerIndex;
 use super::reconcile::{error_policy, reconcile};
 use super::seen;
 use crate::ops::health::ReadyFlag;
@@ -40,6 +41,8 @@ pub struct ControllerDeps {
     pub reporter: Reporter,
     /// Reconciles of one plugin running at once.
     pub concurrency: u16,
+    /// Trailing-edge debounce of reconcile requests per object.
+    pub debounce: Duration,
     /// Open while this replica leads (always, without leader election).
     pub fence: Arc<crate::ops::fence::Fence>,
 }
@@ -90,8 +93,20 @@ pub async fn run_controller(
         if let Some(sel) = &relation.label_selector {
             wc = wc.labels(sel);
         }
-        let stream = reflector::reflector(writer, watcher(api, wc))
+        // Trimmed at ingest: managedFields are never shown to a guest, and are most of a
+        // pod's size in the cache.
+        let ingest = watcher(api, wc).modify(|o: &mut DynamicObject| {
+            o.metadata.managed_fields = None;
+        });
+        let owners = (relation.selection == Selection::Owned).then(OwnerIndex::new);
+        let index = owners.clone();
+        let stream = reflector::reflector(writer, ingest)
             .default_backoff()
+            .inspect(move |e| {
+                if let (Some(i), Ok(e)) = (&index, e) {
+                    i.apply(e);
+                }
+            })
             .inspect(seen::tap(expectations.clone(), relation.kind.clone()))
             .touched_objects();
         controller = match relation.selection {
@@ -118,6 +133,7 @@ pub async fn run_controller(
             relation: relation.clone(),
             resource: ar,
             store,
+            owners,
         });
     }
 
@@ -158,7 +174,7 @@ pub async fn run_controller(
         .with_config(
             ControllerConfig::default()
                 .concurrency(deps.concurrency)
-                .debounce(Duration::from_millis(50)),
+                .debounce(deps.debounce),
         )
         .reconcile_all_on(reconcile_all)
         .graceful_shutdown_on(shutdown)

@@ -6,6 +6,7 @@
 //! [`kinds`] (dynamic API handles), [`controller`] (watches and caches), [`reconcile`]
 //! (one decision end to end, in phases: [`finalize`], [`observed`], [`decide`], [`guard`],
 //! [`execute`]), [`expect`] and [`seen`] (a primary waits to see its own writes),
+//! [`owners`] (caches indexed by controlling owner),
 //! [`events`], [`context`] (what reconciles share), [`leading`] (taking and losing the lead).
 
 pub mod args;
@@ -21,6 +22,7 @@ pub mod guard;
 pub mod kinds;
 pub mod leading;
 pub mod observed;
+pub mod owners;
 pub mod plugins;
 pub mod reconcile;
 pub mod seen;
@@ -209,6 +211,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             instance: Some(identity(&args)),
         },
         concurrency: args.concurrency,
+        debounce: Duration::from_millis(args.debounce_ms),
         fence: fence.clone(),
     };
     let manager = Arc::new(Manager::new(

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
 use super::context::Context;
@@ -37,7 +38,22 @@ fn related_of(
     for cache in &ctx.related {
         let selector = selector_of(&cache.relation)?;
         let chosen = related.entry(cache.relation.name.clone()).or_default();
-        for obj in cache.store.state() {
+        // An owned relation reads only the objects its index lists for this primary.
+        let candidates = match &cache.owners {
+            Some(index) => index
+                .controlled_by(uid)
+                .into_iter()
+                .filter_map(|(ns, name)| {
+                    let r = ObjectRef::new_with(&name, cache.resource.clone());
+                    cache.store.get(&match ns {
+                        Some(ns) => r.within(&ns),
+                        None => r,
+                    })
+                })
+                .collect(),
+            None => cache.store.state(),
+        };
+        for obj in candidates {
             if cache.relation.kind.namespaced && obj.metadata.namespace.as_deref() != ns {
                 continue;
             }
