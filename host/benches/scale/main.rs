@@ -11,7 +11,7 @@
 //! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--smoke]`.
 
 #[path = "../../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 mod converge;

@@ -67,7 +67,7 @@ pub struct RunArgs {
     pub concurrency: u16,
     /// Milliseconds a reconcile request waits for more events of the same object before it
     /// runs (trailing-edge debounce; 0 runs at once).
-    #[arg(long, env = "WASMOP_DEBOUNCE_MS", default_value_t = 50)]
+    #[arg(long, env = "WASMOP_DEBOUNCE_MS", default_value_t = 0)]
     pub debounce_ms: u64,
     /// Largest number of actions in one plan.
     #[arg(long, env = "WASMOP_MAX_ACTIONS", default_value_t = 500)]
