@@ -80,6 +80,9 @@ pub struct RelatedCache {
     pub resource: ApiResource,
     /// Objects of the kind, as watched.
     pub store: Store<DynamicObject>,
+    /// The relation's label selector, parsed once when the controller starts (an error
+    /// names the relation; every decision that reads it reports it).
+    pub selector: Result<crate::observe::LabelSelector, String>,
     /// The store indexed by controlling owner (for `owned` relations).
     pub owners: Option<Arc<super::owners::OwnerIndex>>,
 }

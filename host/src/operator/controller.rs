@@ -20,6 +20,7 @@ use super::kinds::{api_for, api_resource};
 use super::owners::OwnerIndex;
 use super::reconcile::{error_policy, reconcile};
 use super::seen;
+use crate::observe::selector_of;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
 use crate::runtime::{Sandbox, Selection};
@@ -133,6 +134,7 @@ pub async fn run_controller(
             relation: relation.clone(),
             resource: ar,
             store,
+            selector: selector_of(relation),
             owners,
         });
     }

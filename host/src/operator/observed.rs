@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::context::Context;
 use super::guard::PrimaryRef;
-use crate::observe::{in_relation, is_controlled_by, may_relate, selector_of, trim_for_guest};
+use crate::observe::{in_relation, is_controlled_by, may_relate, trim_for_guest};
 use crate::runtime::Observed;
 
 /// The primary as JSON (with apiVersion and kind) and its reference.
@@ -36,7 +36,7 @@ fn related_of(
         .and_then(Value::as_str)
         .unwrap_or_default();
     for cache in &ctx.related {
-        let selector = selector_of(&cache.relation)?;
+        let selector = cache.selector.as_ref().map_err(Clone::clone)?;
         let chosen = related.entry(cache.relation.name.clone()).or_default();
         // An owned relation reads only the objects its index lists for this primary.
         let candidates = match &cache.owners {
@@ -57,7 +57,7 @@ fn related_of(
             if cache.relation.kind.namespaced && obj.metadata.namespace.as_deref() != ns {
                 continue;
             }
-            if !may_relate(&cache.relation, &selector, uid, &obj.metadata) {
+            if !may_relate(&cache.relation, selector, uid, &obj.metadata) {
                 continue;
             }
             let Ok(mut v) = serde_json::to_value(&*obj) else {
@@ -65,7 +65,7 @@ fn related_of(
             };
             v["apiVersion"] = json!(cache.resource.api_version);
             v["kind"] = json!(cache.resource.kind);
-            if in_relation(&cache.relation, &selector, primary, &v) {
+            if in_relation(&cache.relation, selector, primary, &v) {
                 chosen.push(trim_for_guest(v));
             }
         }

@@ -12,7 +12,6 @@ use kube::runtime::watcher;
 use super::context::Context;
 use super::execute::Written;
 use super::expect::{Expect, Expectations, ObjectKey, Seen};
-use crate::observe::selector_of;
 use crate::runtime::KindRef;
 
 /// The expectation key of an object of `kind`.
@@ -56,8 +55,7 @@ pub fn record(ctx: &Context, primary_uid: &str, written: Written) {
         Written::Object { kind, object } => {
             let labels = object.metadata.labels.clone().unwrap_or_default();
             let cache = ctx.related.iter().find(|c| {
-                c.relation.kind == kind
-                    && selector_of(&c.relation).is_ok_and(|s| s.matches(&labels))
+                c.relation.kind == kind && c.selector.as_ref().is_ok_and(|s| s.matches(&labels))
             });
             let (Some(cache), Some(rv)) = (cache, object.metadata.resource_version.clone()) else {
                 return;
