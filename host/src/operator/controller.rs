@@ -77,20 +77,21 @@ pub async fn run_controller(
     let ns = deps.namespace.as_deref();
     let primary_ar = api_resource(&info.primary);
     let primary_api = api_for(&deps.client, &info.primary, ns);
-    let mut controller = Controller::new_with(
-        primary_api,
-        watcher::Config::default().any_semantic(),
-        primary_ar.clone(),
-    );
+    // Every list is a consistent read (no `any_semantic`): a cache that starts after a
+    // restart, a swap or a relist holds every write acknowledged before it, also the last
+    // writes of the process or controller it replaces, which no expectation remembers.
+    let mut controller =
+        Controller::new_with(primary_api, watcher::Config::default(), primary_ar.clone());
     let primary_store = controller.store();
     let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
     let mut related = Vec::new();
+    let mut listed = Vec::new();
     for relation in &info.relations {
         let ar = api_resource(&relation.kind);
         let api = api_for(&deps.client, &relation.kind, ns);
         let writer: Writer<DynamicObject> = Writer::new(ar.clone());
         let store = writer.as_reader();
-        let mut wc = watcher::Config::default().any_semantic();
+        let mut wc = watcher::Config::default();
         if let Some(sel) = &relation.label_selector {
             wc = wc.labels(sel);
         }
@@ -100,6 +101,11 @@ pub async fn run_controller(
             o.metadata.managed_fields = None;
         });
         let owners = (relation.selection == Selection::Owned).then(OwnerIndex::new);
+        // The relation counts as listed once its first list has passed the whole chain
+        // (cache, owner index, expectations), not when the cache alone has it: a decision
+        // between the two would read an index that does not list the owned objects yet.
+        let (listed_tx, listed_rx) = tokio::sync::watch::channel(false);
+        listed.push(listed_rx);
         let index = owners.clone();
         let stream = reflector::reflector(writer, ingest)
             .default_backoff()
@@ -108,7 +114,17 @@ pub async fn run_controller(
                     i.apply(e);
                 }
             })
-            .inspect(seen::tap(expectations.clone(), relation.kind.clone()))
+            .inspect(seen::tap(
+                expectations.clone(),
+                relation.kind.clone(),
+                ar.clone(),
+                store.clone(),
+            ))
+            .inspect(move |e| {
+                if matches!(e, Ok(watcher::Event::InitDone)) {
+                    listed_tx.send_replace(true);
+                }
+            })
             .touched_objects();
         controller = match relation.selection {
             Selection::Owned => controller.owns_stream_with(stream, ar.clone()),
@@ -161,8 +177,8 @@ pub async fn run_controller(
         let name = info.name.clone();
         async move {
             wait_ready(&primary_store).await;
-            for r in &related {
-                wait_ready(&r.store).await;
+            for mut l in listed {
+                let _ = l.wait_for(|done| *done).await;
             }
             tracing::info!(plugin = %name, "caches synced");
             let _ = synced_tx.send(true);

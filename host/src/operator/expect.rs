@@ -60,6 +60,8 @@ pub enum Seen<'a> {
     Present(&'a DynamicObject),
     /// The object was deleted (its last state).
     Gone(&'a DynamicObject),
+    /// A relisted cache does not hold the object: gone, or (for a write) not listed yet.
+    Absent,
 }
 
 /// Whether a primary may be decided.
@@ -151,7 +153,8 @@ fn satisfied(expect: &Expect, seen: Seen<'_>) -> bool {
         (Expect::Deleted { uid }, Seen::Present(o)) => {
             o.metadata.uid.as_deref() != Some(uid) || o.metadata.deletion_timestamp.is_some()
         }
-        (Expect::Deleted { .. }, Seen::Gone(_)) => true,
+        (Expect::Deleted { .. }, Seen::Gone(_) | Seen::Absent) => true,
+        (Expect::Written { .. }, Seen::Absent) => false,
     }
 }
 
@@ -225,6 +228,32 @@ impl Expectations {
             }
             if primaries.is_empty() {
                 state.by_object.remove(object);
+            }
+        }
+    }
+
+    /// After a relist of `kind` (its cache replaced whole at `InitDone`): settles what the
+    /// new cache shows. `cached` returns the cached state of an object (`None`: not held).
+    /// A delete is settled by the object's absence too (a relist drops vanished objects
+    /// without a Delete event); a write only by the object at that version or newer, since
+    /// a relist may be served from a cache older than the write.
+    pub fn relisted<F>(&self, group: &str, kind: &str, cached: F)
+    where
+        F: Fn(&ObjectKey) -> Option<std::sync::Arc<DynamicObject>>,
+    {
+        let keys: Vec<ObjectKey> = {
+            let state = self.state.lock().expect("expectations lock");
+            state
+                .by_object
+                .keys()
+                .filter(|k| k.group == group && k.kind == kind)
+                .cloned()
+                .collect()
+        };
+        for key in keys {
+            match cached(&key) {
+                Some(o) => self.observe(&key, Seen::Present(&o)),
+                None => self.observe(&key, Seen::Absent),
             }
         }
     }

@@ -106,6 +106,15 @@ impl OwnerIndex {
             .unwrap_or_default()
     }
 
+    /// Whether the index shows `obj` as the cache holds it: listed under its controlling
+    /// owner, or not listed at all when it has none. The cache is updated a moment before
+    /// the index; until then a reader of the index would miss the object.
+    pub fn shows(&self, obj: &DynamicObject) -> bool {
+        let live = self.lock_live();
+        let key = name_key(obj);
+        live.owner_of.get(&key) == controller_uid(obj).as_ref()
+    }
+
     fn lock_live(&self) -> std::sync::MutexGuard<'_, Maps> {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -152,6 +161,16 @@ mod tests {
         assert_eq!(names(&index, "V"), ["b"]);
         index.apply(&watcher::Event::Delete(pod("a", Some("U"))));
         assert!(names(&index, "U").is_empty());
+    }
+
+    #[test]
+    fn shows_an_object_only_once_it_is_listed_under_its_owner() {
+        let index = OwnerIndex::new();
+        assert!(!index.shows(&pod("a", Some("U"))));
+        assert!(index.shows(&pod("c", None)));
+        index.apply(&watcher::Event::Apply(pod("a", Some("U"))));
+        assert!(index.shows(&pod("a", Some("U"))));
+        assert!(!index.shows(&pod("a", Some("V"))));
     }
 
     #[test]

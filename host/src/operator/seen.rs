@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use super::context::Context;
@@ -25,17 +25,27 @@ pub fn key_of(kind: &KindRef, obj: &DynamicObject) -> ObjectKey {
 }
 
 /// An observer for a relation's watch stream (after its reflector has applied each
-/// event to the cache): shows every object event to the expectations.
+/// event to the cache): shows every object event to the expectations. A relist's objects
+/// (`InitApply`) are not shown one by one, since the cache swaps them in only at `InitDone`:
+/// an expectation settled by them early would let a primary decide on the old cache, which
+/// misses the very write it waited for. At `InitDone` the whole new cache is shown.
 pub fn tap(
     expectations: Arc<Expectations>,
     kind: KindRef,
+    resource: ApiResource,
+    store: Store<DynamicObject>,
 ) -> impl FnMut(&Result<watcher::Event<DynamicObject>, watcher::Error>) {
     move |event| match event {
-        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+        Ok(watcher::Event::Apply(o)) => {
             expectations.observe(&key_of(&kind, o), Seen::Present(o));
         }
         Ok(watcher::Event::Delete(o)) => expectations.observe(&key_of(&kind, o), Seen::Gone(o)),
-        _ => {}
+        Ok(watcher::Event::InitDone) => {
+            expectations.relisted(&kind.group, &kind.kind, |key| {
+                store.get(&object_ref(&resource, key.namespace.as_deref(), &key.name))
+            });
+        }
+        Ok(watcher::Event::Init | watcher::Event::InitApply(_)) | Err(_) => {}
     }
 }
 
@@ -62,13 +72,20 @@ pub fn record(ctx: &Context, primary_uid: &str, written: Written) {
             };
             let key = key_of(&kind, &object);
             let oref = object_ref(&cache.resource, key.namespace.as_deref(), &key.name);
+            // Already seen only once the owner index shows it too: decisions read the
+            // index, which the watch updates a moment after the cache.
             ctx.expectations.expect(
                 primary_uid,
                 key,
                 Expect::Written {
                     resource_version: rv,
                 },
-                || cache.store.get(&oref),
+                || {
+                    cache
+                        .store
+                        .get(&oref)
+                        .filter(|o| cache.owners.as_ref().is_none_or(|i| i.shows(o)))
+                },
             );
         }
         Written::Deleted {

@@ -168,3 +168,27 @@ fn thousands_of_primaries_settle_in_any_order() {
     assert_eq!(e.outstanding(), 0);
     assert_eq!(e.pending("p0"), Pending::Clear);
 }
+
+#[test]
+fn a_relist_settles_deletes_by_absence_but_writes_only_by_the_version() {
+    let e = Expectations::new(Duration::from_secs(30));
+    e.expect("p", key("created"), written("50"), || None);
+    e.expect("p", key("listed"), written("60"), || None);
+    e.expect(
+        "p",
+        key("deleted"),
+        Expect::Deleted { uid: "u3".into() },
+        || Some(Arc::new(obj("deleted", "u3", "40"))),
+    );
+    assert_eq!(waiting(&e, "p"), 3);
+    // The new cache holds "listed" at its version, not "created" (the list may predate
+    // the write) nor "deleted" (gone while the watch was down: no Delete event comes).
+    let cache = |k: &ObjectKey| (k.name == "listed").then(|| Arc::new(obj("listed", "u2", "61")));
+    e.relisted("", "Pod", cache);
+    assert_eq!(waiting(&e, "p"), 1);
+    // Another kind's relist settles nothing of this kind.
+    e.relisted("", "ConfigMap", |_| None);
+    assert_eq!(waiting(&e, "p"), 1);
+    e.observe(&key("created"), Seen::Present(&obj("created", "u1", "50")));
+    assert_eq!(e.pending("p"), Pending::Clear);
+}
