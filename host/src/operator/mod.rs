@@ -42,6 +42,7 @@ use crate::ops::health::Health;
 use crate::ops::lease::{LeaseConfig, run_elector};
 use crate::ops::metrics::Metrics;
 use crate::ops::requests::CountLayer;
+use crate::ops::retry::SafeRetry;
 use crate::registry::{Manager, sources};
 use crate::runtime::{Limits, Sandbox};
 
@@ -65,18 +66,22 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
 }
 
 /// A client whose writes pass `fence` (reads and watches always pass). Its requests are
-/// counted by verb in `metrics` (refused writes included).
+/// counted by verb in `metrics` (refused writes included). What the API server asks to have
+/// retried is retried above the fence, so every attempt passes it, and a create is never
+/// repeated after a timeout ([`SafeRetry`]).
 pub async fn fenced_client(
     kubeconfig: Option<&std::path::Path>,
     fence: std::sync::Arc<Fence>,
     metrics: std::sync::Arc<Metrics>,
 ) -> anyhow::Result<kube::Client> {
-    Ok(
-        kube::client::ClientBuilder::try_from(client_config(kubeconfig).await?)?
-            .with_layer(&FenceLayer(fence))
-            .with_layer(&CountLayer(metrics))
-            .build(),
-    )
+    let mut config = client_config(kubeconfig).await?;
+    config.default_retry = false;
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&FenceLayer(fence))
+        .with_layer(&CountLayer(metrics))
+        .with_layer(&tower::retry::RetryLayer::new(SafeRetry::new()))
+        .build())
 }
 
 /// The leader election settings from the flags, checked (`None` without leader election).
