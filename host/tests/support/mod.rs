@@ -330,6 +330,13 @@ impl Drop for Host {
             );
         }
         self.kill();
+        // WASMOP_KEEP_LOGS=DIR keeps every host's whole log there, for a look afterwards.
+        if let Some(dir) = std::env::var_os("WASMOP_KEEP_LOGS") {
+            let _ = std::fs::create_dir_all(&dir);
+            if let Some(name) = self.log.file_name() {
+                let _ = std::fs::copy(&self.log, std::path::Path::new(&dir).join(name));
+            }
+        }
         let _ = std::fs::remove_file(&self.log);
     }
 }
