@@ -252,7 +252,9 @@ async fn execute_plan(
         seen::record(ctx, &pref.uid, written)
     })
     .await?;
-    if let Some(status) = &plan.status {
+    // The cache shows this primary's last status write (the gate waited for it), so a
+    // status equal to the cached one would change nothing: no request is sent for it.
+    if let Some(status) = plan.status.as_ref().filter(|s| !same_status(obj, s)) {
         let stored =
             execute::write_status(&ctx.client, &info.name, &info.primary, pref, status).await?;
         seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
@@ -263,10 +265,42 @@ async fn execute_plan(
     Ok(())
 }
 
+/// Whether the primary as cached already has exactly `status`.
+fn same_status(obj: &DynamicObject, status: &Value) -> bool {
+    obj.data.get("status") == Some(status)
+}
+
 /// Error policy: exponential backoff per object, reset on success.
 pub fn error_policy(obj: Arc<DynamicObject>, err: &Failure, ctx: Arc<Context>) -> Action {
     let key = object_key(&obj);
     let wait = ctx.backoff.failed(&key);
     tracing::warn!(object = %key, error = %err, retry_in = ?wait, "reconcile failed");
     Action::requeue(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn primary(status: Option<Value>) -> DynamicObject {
+        let mut v = json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+            "metadata": {"name": "p", "namespace": "d"}, "spec": {"size": 3}});
+        if let Some(s) = status {
+            v["status"] = s;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn only_an_identical_cached_status_saves_the_write() {
+        let status = json!({"replicas": 3, "pods": ["a", "b", "c"]});
+        assert!(same_status(&primary(Some(status.clone())), &status));
+        assert!(!same_status(&primary(None), &status));
+        let older = json!({"replicas": 2, "pods": ["a", "b"]});
+        assert!(!same_status(&primary(Some(older)), &status));
+        // A field the plugin no longer sets still needs the write (apply removes it).
+        let more = json!({"replicas": 3, "pods": ["a", "b", "c"], "extra": 1});
+        assert!(!same_status(&primary(Some(more)), &status));
+    }
 }
