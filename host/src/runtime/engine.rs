@@ -12,6 +12,10 @@ use super::limits::MAX_MEMORY_BYTES;
 /// How often the epoch advances; deadlines are rounded up to a multiple of this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
+/// How much of each pooled linear memory and table stays mapped between calls (zeroed with
+/// memset instead of returned to the kernel and faulted in again on the next call).
+const KEEP_RESIDENT_BYTES: usize = 2 << 20;
+
 /// Sizing of the engine's pooling allocator.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineConfig {
@@ -58,7 +62,9 @@ impl SandboxEngine {
             .max_memories_per_component(2)
             .max_memory_size(MAX_MEMORY_BYTES)
             .max_core_instances_per_component(16)
-            .max_tables_per_component(8);
+            .max_tables_per_component(8)
+            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(KEEP_RESIDENT_BYTES);
         let mut config = Config::new();
         config
             .strategy(wasmtime::Strategy::Cranelift)
