@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
 use serde_json::json;
 use support::diagnose::pods_and_nodes;
 use support::storm::Storm;
@@ -30,23 +30,31 @@ const REPLICAS: usize = 300;
 const SIZE: usize = 3;
 const LABEL: &str = "app.example.com/podreplica";
 
+/// The controlling owner UID of a live (not terminating) pod.
+fn live_owner(meta: &ObjectMeta) -> Option<&str> {
+    if meta.deletion_timestamp.is_some() {
+        return None;
+    }
+    let owners = meta.owner_references.as_deref()?;
+    owners
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.as_str())
+}
+
 /// Live (not terminating) pods per controlling owner UID, and how many are Running.
 async fn live_by_owner(client: &Client) -> Option<HashMap<String, (usize, usize)>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let list = pods.list(&ListParams::default().labels(LABEL)).await.ok()?;
     let mut by_owner: HashMap<String, (usize, usize)> = HashMap::new();
-    for p in list.items {
-        if p.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let owner = p.metadata.owner_references.as_deref().unwrap_or_default();
-        let Some(o) = owner.iter().find(|o| o.controller == Some(true)) else {
+    for p in &list.items {
+        let Some(owner) = live_owner(&p.metadata) else {
             continue;
         };
-        let running = p.status.and_then(|s| s.phase).as_deref() == Some("Running");
-        let e = by_owner.entry(o.uid.clone()).or_default();
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        let e = by_owner.entry(owner.to_string()).or_default();
         e.0 += 1;
-        e.1 += usize::from(running);
+        e.1 += usize::from(phase == Some("Running"));
     }
     Some(by_owner)
 }
@@ -61,20 +69,14 @@ async fn live_pods(client: &Client) -> Option<HashMap<String, Vec<String>>> {
         .await
         .ok()?;
     let mut by_owner: HashMap<String, Vec<String>> = HashMap::new();
-    for p in list.items {
-        if p.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let owner = p.metadata.owner_references.as_deref().unwrap_or_default();
-        if let Some(o) = owner.iter().find(|o| o.controller == Some(true)) {
-            let created = p
-                .metadata
-                .creation_timestamp
-                .map(|t| t.0.to_string())
-                .unwrap_or_default();
-            by_owner.entry(o.uid.clone()).or_default().push(format!(
-                "{} ({created})",
-                p.metadata.name.unwrap_or_default()
+    for p in &list.items {
+        let m = &p.metadata;
+        if let Some(owner) = live_owner(m) {
+            let created = m.creation_timestamp.as_ref().map(|t| t.0.to_string());
+            by_owner.entry(owner.to_string()).or_default().push(format!(
+                "{} ({})",
+                m.name.as_deref().unwrap_or_default(),
+                created.unwrap_or_default()
             ));
         }
     }

@@ -76,6 +76,7 @@ pub async fn fenced_client(
 ) -> anyhow::Result<kube::Client> {
     let mut config = client_config(kubeconfig).await?;
     config.default_retry = false;
+    // The retry layer needs a service it can clone; kube's stack is boxed, hence the buffer.
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&tower::buffer::BufferLayer::new(1024))
         .with_layer(&FenceLayer(fence))
