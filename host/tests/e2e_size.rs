@@ -323,6 +323,42 @@ async fn wasmplugin_says(client: &Client, version: &str, file: &str) -> Option<(
     (ready && st["pluginVersion"] == version && st["digest"] == digest.as_str()).then_some(())
 }
 
+/// The host's pod caches from its metrics: per cache (its label selector), the pods it holds
+/// and the plugins reading it.
+fn pod_caches(host: &Host) -> HashMap<String, (usize, usize)> {
+    let (_, text) = host.http_get("/metrics").unwrap_or_default();
+    let mut caches: HashMap<String, (usize, usize)> = HashMap::new();
+    for line in text.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Some(labels) = series
+            .strip_prefix("wasmop_cached_objects{")
+            .map(|l| (l, true))
+            .or_else(|| {
+                series
+                    .strip_prefix("wasmop_cache_subscribers{")
+                    .map(|l| (l, false))
+            })
+        else {
+            continue;
+        };
+        if !labels.0.contains("resource=\"pods.\"") {
+            continue;
+        }
+        let selector = labels.0.split("selector=\"").nth(1).unwrap_or("");
+        let selector = selector.split('"').next().unwrap_or("").to_string();
+        let n = value.parse().unwrap_or(0);
+        let entry = caches.entry(selector).or_default();
+        if labels.1 {
+            entry.0 = n;
+        } else {
+            entry.1 = n;
+        }
+    }
+    caches
+}
+
 /// Objects of the test carrying any finalizer (none may be left behind).
 async fn finalizers_left(client: &Client) -> usize {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -349,8 +385,9 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     phase.set("cold start");
     let sampler = Sampler::start(client.clone(), phase.clone());
 
-    // Cold start: the host starts with the namespace already full.
-    let mut host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    // Cold start: the host starts with the namespace already full. ChaosPod relates to the
+    // pods too: the two plugins share one pod cache.
+    let mut host = Host::start(&cluster, &["podreplica.wasm", "chaospod.wasm"], &[], &[]);
     wait_for_crd(&client, &podreplica_resource()).await;
     create_unrelated(&client).await;
     let uids = apply_replicas(&client).await;
@@ -359,7 +396,7 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     // SIGKILL and restart: 900 owned pods exist, the new host's pod cache starts empty.
     phase.set("SIGKILL restart");
     host.kill();
-    let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    let host = Host::start(&cluster, &["podreplica.wasm", "chaospod.wasm"], &[], &[]);
     eventually(
         Duration::from_secs(120),
         "host ready after SIGKILL",
@@ -369,6 +406,27 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     // Let every PodReplica be decided at least once by the new host.
     tokio::time::sleep(Duration::from_secs(5)).await;
     all_converged(&client, &uids, "converged again after a SIGKILL restart").await;
+    // Both plugins read one pod cache, which holds each of the 3,900 pods once.
+    let pods: Api<Pod> = Api::all(client.clone());
+    let listed = pods.list(&ListParams::default()).await.unwrap().items.len();
+    assert!(
+        listed >= UNRELATED + REPLICAS * SIZE,
+        "{listed} pods listed"
+    );
+    let caches = eventually(
+        Duration::from_secs(30),
+        "the pod cache holds every pod",
+        || async {
+            let caches = pod_caches(&host);
+            (caches.values().map(|c| c.0).sum::<usize>() == listed).then_some(caches)
+        },
+    )
+    .await;
+    assert_eq!(
+        caches,
+        HashMap::from([(String::new(), (listed, 2))]),
+        "not one pod cache read by both plugins"
+    );
 
     // An upload of a version that watches differently restarts the controller with empty
     // caches; the WasmPlugin's status says what runs.

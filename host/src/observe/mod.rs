@@ -9,6 +9,7 @@ pub mod trim;
 
 pub use labels::LabelSelector;
 pub use select::{
-    in_relation, is_controlled_by, may_relate, observed_for, related_for, selector_of,
+    in_relation, is_controlled_by, may_relate, observed_for, related_for, relates_by_metadata,
+    selector_of,
 };
-pub use trim::trim_for_guest;
+pub use trim::{LAST_APPLIED, trim_for_guest};

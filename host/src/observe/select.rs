@@ -86,6 +86,19 @@ pub fn may_relate(
     selected && selector.matches(meta.labels.as_ref().unwrap_or(&BTreeMap::new()))
 }
 
+/// [`in_relation`] for an object known to be of the relation's kind (one from the
+/// relation's own cache), on its metadata alone: the namespace, then [`may_relate`].
+pub fn relates_by_metadata(
+    relation: &Relation,
+    selector: &LabelSelector,
+    primary_uid: &str,
+    primary_namespace: Option<&str>,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    (!relation.kind.namespaced || meta.namespace.as_deref() == primary_namespace)
+        && may_relate(relation, selector, primary_uid, meta)
+}
+
 /// The parsed label selector of a relation (empty when it declares none); an error names
 /// the relation.
 pub fn selector_of(relation: &Relation) -> Result<LabelSelector, String> {
@@ -211,6 +224,38 @@ mod tests {
             if relation.selection == Selection::Owned {
                 assert!(kept <= 2, "{relation:?} kept {kept}");
             }
+        }
+    }
+
+    #[test]
+    fn on_objects_of_its_kind_the_metadata_answer_is_the_full_answer() {
+        let primary = json!({"metadata": {"name": "x", "namespace": "a", "uid": "U"}});
+        let all = [
+            pod("mine", "a", Some("U"), "web"),
+            pod("mine-db", "a", Some("U"), "db"),
+            pod("mine-elsewhere", "b", Some("U"), "db"),
+            pod("foreign", "a", Some("V"), "web"),
+            pod("orphan", "a", None, "db"),
+            pod("orphan-elsewhere", "b", None, "db"),
+        ];
+        for relation in [
+            pods(Selection::Owned, None),
+            pods(Selection::Owned, Some("app=db")),
+            pods(Selection::Namespace, None),
+            pods(Selection::Namespace, Some("app!=web")),
+        ] {
+            let sel = selector_of(&relation).unwrap();
+            let chosen: Vec<&str> = all
+                .iter()
+                .filter(|o| {
+                    let meta = serde_json::from_value(o["metadata"].clone()).unwrap();
+                    let cheap = relates_by_metadata(&relation, &sel, "U", Some("a"), &meta);
+                    assert_eq!(cheap, in_relation(&relation, &sel, &primary, o), "{o}");
+                    cheap
+                })
+                .map(|o| o["metadata"]["name"].as_str().unwrap())
+                .collect();
+            assert!(!chosen.is_empty() && chosen.len() < all.len(), "{chosen:?}");
         }
     }
 }

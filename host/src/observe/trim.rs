@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 /// The annotation `kubectl apply` stores the last applied configuration in.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Removes `metadata.managedFields` and kubectl's last-applied annotation: server-side
 /// apply bookkeeping a decision never depends on, often the largest part of an object.

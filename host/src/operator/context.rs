@@ -78,13 +78,13 @@ pub struct RelatedCache {
     pub relation: Relation,
     /// Its API resource.
     pub resource: ApiResource,
-    /// Objects of the kind, as watched.
+    /// Objects of the kind, as watched (shared with every plugin relating to the kind).
     pub store: Store<DynamicObject>,
     /// The relation's label selector, parsed once when the controller starts (an error
     /// names the relation; every decision that reads it reports it).
     pub selector: Result<crate::observe::LabelSelector, String>,
-    /// The store indexed by controlling owner (for `owned` relations).
-    pub owners: Option<Arc<super::owners::OwnerIndex>>,
+    /// The store indexed by controlling owner (what `owned` relations read).
+    pub owners: Arc<super::owners::OwnerIndex>,
 }
 
 /// Shared by the reconciles of one plugin.

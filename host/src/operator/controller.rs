@@ -1,23 +1,24 @@
-//! One kube-runtime controller per plugin: the primary kind, plus a reflector per declared
-//! relation whose events trigger the right primaries (owned objects their owner,
-//! namespace-wide relations every primary of the namespace).
+//! One kube-runtime controller per plugin: the primary kind, plus a subscription to the
+//! shared cache of each declared relation ([`super::caches`]) whose events trigger the right
+//! primaries (owned objects their owner, namespace-wide relations every primary of the
+//! namespace).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::DynamicObject;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, store::Writer};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::watcher;
 
+use super::caches::{KindCache, SharedCaches};
 use super::context::{Backoff, Context, PluginSlot, RelatedCache};
 use super::expect::Expectations;
 use super::guard::Guard;
 use super::kinds::{api_for, api_resource};
-use super::owners::OwnerIndex;
 use super::reconcile::{error_policy, reconcile};
 use super::seen;
 use crate::observe::selector_of;
@@ -46,6 +47,39 @@ pub struct ControllerDeps {
     pub debounce: Duration,
     /// Open while this replica leads (always, without leader election).
     pub fence: Arc<crate::ops::fence::Fence>,
+    /// One watch and cache per related kind, shared by the plugins.
+    pub caches: Arc<SharedCaches>,
+}
+
+/// Which primaries an event of a related object concerns.
+struct Route {
+    selection: Selection,
+    primaries: reflector::Store<DynamicObject>,
+    primary: ApiResource,
+}
+
+impl Route {
+    /// Owned objects concern the owners of the primary kind named in their owner
+    /// references; namespace-wide relations every primary of the object's namespace.
+    fn primaries_of(&self, obj: &DynamicObject) -> Vec<ObjectRef<DynamicObject>> {
+        let ns = obj.metadata.namespace.as_deref();
+        match self.selection {
+            Selection::Owned => obj
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter_map(|o| ObjectRef::from_owner_ref(ns, o, self.primary.clone()))
+                .collect(),
+            Selection::Namespace => self
+                .primaries
+                .state()
+                .into_iter()
+                .filter(|p| p.metadata.namespace.as_deref() == ns)
+                .map(|p| ObjectRef::from_obj_with(&*p, self.primary.clone()))
+                .collect(),
+        }
+    }
 }
 
 /// Waits until a store has its first full list. `Store::wait_until_ready` wakes only one of
@@ -63,12 +97,14 @@ async fn wait_ready(store: &reflector::Store<DynamicObject>) {
 pub const EXPECTATION_TTL: Duration = Duration::from_secs(60);
 
 /// Runs the controller of the plugin in `slot` until `shutdown` resolves; reconciles that
-/// are running then finish first. No reconcile decides before every cache (the primary's
+/// are running then finish first. `caches` are the shared caches of its relations, in the
+/// order the plugin declares them ([`SharedCaches::acquire`]). No reconcile decides before every cache (the primary's
 /// and each relation's) has its first full list; `synced` turns true then (readiness). A
 /// message on `reconcile_all` reconciles every object again (after a swap).
 pub async fn run_controller(
     deps: ControllerDeps,
     slot: Arc<PluginSlot>,
+    caches: Vec<Arc<KindCache>>,
     synced: ReadyFlag,
     reconcile_all: futures::channel::mpsc::UnboundedReceiver<()>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -86,72 +122,42 @@ pub async fn run_controller(
     let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
     let mut related = Vec::new();
     let mut listed = Vec::new();
-    for relation in &info.relations {
-        let ar = api_resource(&relation.kind);
-        let api = api_for(&deps.client, &relation.kind, ns);
-        let writer: Writer<DynamicObject> = Writer::new(ar.clone());
-        let store = writer.as_reader();
-        let mut wc = watcher::Config::default();
-        if let Some(sel) = &relation.label_selector {
-            wc = wc.labels(sel);
-        }
-        // Trimmed at ingest: managedFields are never shown to a guest, and are most of a
-        // pod's size in the cache.
-        let ingest = watcher(api, wc).modify(|o: &mut DynamicObject| {
-            o.metadata.managed_fields = None;
-        });
-        let owners = (relation.selection == Selection::Owned).then(OwnerIndex::new);
-        // The relation counts as listed once its first list has passed the whole chain
-        // (cache, owner index, expectations), not when the cache alone has it: a decision
-        // between the two would read an index that does not list the owned objects yet.
-        let (listed_tx, listed_rx) = tokio::sync::watch::channel(false);
-        listed.push(listed_rx);
-        let index = owners.clone();
-        let stream = reflector::reflector(writer, ingest)
-            .default_backoff()
-            .inspect(move |e| {
-                if let (Some(i), Ok(e)) = (&index, e) {
-                    i.apply(e);
-                }
-            })
-            .inspect(seen::tap(
-                expectations.clone(),
-                relation.kind.clone(),
-                ar.clone(),
-                store.clone(),
-            ))
-            .inspect(move |e| {
-                if matches!(e, Ok(watcher::Event::InitDone)) {
-                    listed_tx.send_replace(true);
-                }
-            })
-            .touched_objects();
-        controller = match relation.selection {
-            Selection::Owned => controller.owns_stream_with(stream, ar.clone()),
-            Selection::Namespace => {
-                let primaries = primary_store.clone();
-                let par = primary_ar.clone();
-                controller.watches_stream_with(
-                    stream,
-                    move |obj: DynamicObject| {
-                        let ns = obj.metadata.namespace.clone();
-                        primaries
-                            .state()
-                            .into_iter()
-                            .filter(|p| p.metadata.namespace == ns)
-                            .map(|p| ObjectRef::from_obj_with(&*p, par.clone()))
-                            .collect::<Vec<_>>()
-                    },
-                    ar.clone(),
-                )
-            }
+    // Held until the controller stops: its callbacks stay on the shared caches till then.
+    let mut subscriptions = Vec::new();
+    for (relation, cache) in info.relations.iter().zip(caches) {
+        let (trigger, triggered) = futures::channel::mpsc::unbounded();
+        let mut tap = seen::tap(
+            expectations.clone(),
+            relation.kind.clone(),
+            cache.resource.clone(),
+            cache.store.clone(),
+        );
+        let route = Route {
+            selection: relation.selection,
+            primaries: primary_store.clone(),
+            primary: primary_ar.clone(),
         };
+        // After the cache and the index took the event in: expectations first, then the
+        // primaries it concerns are queued (their decision reads what the tap settled).
+        subscriptions.push(cache.subscribe(Box::new(move |e| {
+            tap(e);
+            if let watcher::Event::Apply(o)
+            | watcher::Event::Delete(o)
+            | watcher::Event::InitApply(o) = e
+            {
+                for p in route.primaries_of(o) {
+                    let _ = trigger.unbounded_send(p);
+                }
+            }
+        })));
+        listed.push(cache.listed());
+        controller = controller.reconcile_on(triggered);
         related.push(RelatedCache {
             relation: relation.clone(),
-            resource: ar,
-            store,
+            resource: cache.resource.clone(),
+            store: cache.store.clone(),
             selector: selector_of(relation),
-            owners,
+            owners: cache.owners.clone(),
         });
     }
 
@@ -204,5 +210,6 @@ pub async fn run_controller(
             futures::future::ready(())
         })
         .await;
+    drop(subscriptions);
     tracing::info!(plugin = %info.name, "controller stopped");
 }

@@ -3,13 +3,15 @@
 //! cleanly on SIGTERM.
 //!
 //! Split by concern: [`args`] (flags), [`plugins`] (loading a directory), [`crds`],
-//! [`kinds`] (dynamic API handles), [`controller`] (watches and caches), [`reconcile`]
+//! [`kinds`] (dynamic API handles), [`caches`] (one watch and cache per related kind,
+//! shared by the plugins), [`controller`] (a plugin's watch loop), [`reconcile`]
 //! (one decision end to end, in phases: [`finalize`], [`observed`], [`decide`], [`guard`],
 //! [`execute`]), [`expect`] and [`seen`] (a primary waits to see its own writes),
-//! [`owners`] (caches indexed by controlling owner),
+//! [`owners`] (caches indexed by controlling owner), [`packed`] (how a cache holds an object),
 //! [`events`], [`context`] (what reconciles share), [`leading`] (taking and losing the lead).
 
 pub mod args;
+pub mod caches;
 pub mod context;
 pub mod controller;
 pub mod crds;
@@ -23,6 +25,7 @@ pub mod kinds;
 pub mod leading;
 pub mod observed;
 pub mod owners;
+pub mod packed;
 pub mod plugins;
 pub mod reconcile;
 pub mod seen;
@@ -219,6 +222,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         debounce: Duration::from_millis(args.debounce_ms),
         fence: fence.clone(),
+        caches: caches::SharedCaches::new(client.clone(), args.namespace.clone(), metrics.clone()),
     };
     let manager = Arc::new(Manager::new(
         deps,

@@ -9,8 +9,10 @@ use serde_json::{Value, json};
 
 use super::context::Context;
 use super::guard::PrimaryRef;
-use crate::observe::{in_relation, is_controlled_by, may_relate, trim_for_guest};
-use crate::runtime::Observed;
+use super::owners::controller_uid;
+use super::packed::guest_json;
+use crate::observe::{relates_by_metadata, trim_for_guest};
+use crate::runtime::{Observed, Selection};
 
 /// The primary as JSON (with apiVersion and kind) and its reference.
 pub fn primary_of(ctx: &Context, obj: &DynamicObject) -> Result<(Value, PrimaryRef), String> {
@@ -21,26 +23,28 @@ pub fn primary_of(ctx: &Context, obj: &DynamicObject) -> Result<(Value, PrimaryR
     Ok((primary, pref))
 }
 
-/// The related objects of `primary` from the caches, per relation, trimmed for the guest.
-/// Objects of another namespace, of another owner or outside the label selector are skipped
-/// on their metadata before they are serialised ([`may_relate`]); the rest is decided by
-/// the same [`in_relation`] check the offline commands use, once per object.
+/// Related objects as JSON text, by relation name.
+type Related = BTreeMap<String, Vec<String>>;
+
+/// The related objects of `primary` from the caches, per relation, as the guest's JSON
+/// text (packed once per object version at ingest), and the UIDs of those it controls.
+/// The cache holds objects of the relation's kind only, so [`relates_by_metadata`] gives
+/// the answer the offline commands get from `in_relation` (a unit test holds the two to
+/// the same answers).
 fn related_of(
     ctx: &Context,
-    primary: &Value,
+    uid: &str,
     ns: Option<&str>,
-) -> Result<BTreeMap<String, Vec<Value>>, String> {
-    let mut related: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    let uid = primary
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+) -> Result<(Related, HashSet<String>), String> {
+    let mut related: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut owned = HashSet::new();
     for cache in &ctx.related {
         let selector = cache.selector.as_ref().map_err(Clone::clone)?;
         let chosen = related.entry(cache.relation.name.clone()).or_default();
         // An owned relation reads only the objects its index lists for this primary.
-        let candidates = match &cache.owners {
-            Some(index) => index
+        let candidates = match cache.relation.selection {
+            Selection::Owned => cache
+                .owners
                 .controlled_by(uid)
                 .into_iter()
                 .filter_map(|(ns, name)| {
@@ -51,26 +55,24 @@ fn related_of(
                     })
                 })
                 .collect(),
-            None => cache.store.state(),
+            Selection::Namespace => cache.store.state(),
         };
         for obj in candidates {
-            if cache.relation.kind.namespaced && obj.metadata.namespace.as_deref() != ns {
+            if !relates_by_metadata(&cache.relation, selector, uid, ns, &obj.metadata) {
                 continue;
             }
-            if !may_relate(&cache.relation, selector, uid, &obj.metadata) {
-                continue;
-            }
-            let Ok(mut v) = serde_json::to_value(&*obj) else {
+            let Some(text) = guest_json(&obj) else {
                 continue;
             };
-            v["apiVersion"] = json!(cache.resource.api_version);
-            v["kind"] = json!(cache.resource.kind);
-            if in_relation(&cache.relation, selector, primary, &v) {
-                chosen.push(trim_for_guest(v));
+            if controller_uid(&obj).as_deref() == Some(uid)
+                && let Some(u) = &obj.metadata.uid
+            {
+                owned.insert(u.clone());
             }
+            chosen.push(text.to_string());
         }
     }
-    Ok(related)
+    Ok((related, owned))
 }
 
 /// The observed value of one decision, and the UIDs of the related objects the primary
@@ -80,21 +82,11 @@ pub fn observe(
     primary: &Value,
     pref: &PrimaryRef,
 ) -> Result<(Observed, HashSet<String>), String> {
-    let related = related_of(ctx, primary, pref.namespace.as_deref())?;
-    let owned: HashSet<String> = related
-        .values()
-        .flatten()
-        .filter(|o| is_controlled_by(o, &pref.uid))
-        .filter_map(|o| {
-            o.pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .collect();
+    let (related_json, owned) = related_of(ctx, &pref.uid, pref.namespace.as_deref())?;
     let observed = Observed {
         primary: trim_for_guest(primary.clone()),
-        related,
-        related_json: Default::default(),
+        related: Default::default(),
+        related_json,
         now_unix_ms: jiff::Timestamp::now().as_millisecond(),
         seed: rand::random(),
     };

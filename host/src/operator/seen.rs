@@ -24,8 +24,8 @@ pub fn key_of(kind: &KindRef, obj: &DynamicObject) -> ObjectKey {
     }
 }
 
-/// An observer for a relation's watch stream (after its reflector has applied each
-/// event to the cache): shows every object event to the expectations. A relist's objects
+/// An observer for a relation's watch events (after its cache and owner index have taken
+/// each in): shows every object event to the expectations. A relist's objects
 /// (`InitApply`) are not shown one by one, since the cache swaps them in only at `InitDone`:
 /// an expectation settled by them early would let a primary decide on the old cache, which
 /// misses the very write it waited for. At `InitDone` the whole new cache is shown.
@@ -34,18 +34,18 @@ pub fn tap(
     kind: KindRef,
     resource: ApiResource,
     store: Store<DynamicObject>,
-) -> impl FnMut(&Result<watcher::Event<DynamicObject>, watcher::Error>) {
+) -> impl FnMut(&watcher::Event<DynamicObject>) + Send + 'static {
     move |event| match event {
-        Ok(watcher::Event::Apply(o)) => {
+        watcher::Event::Apply(o) => {
             expectations.observe(&key_of(&kind, o), Seen::Present(o));
         }
-        Ok(watcher::Event::Delete(o)) => expectations.observe(&key_of(&kind, o), Seen::Gone(o)),
-        Ok(watcher::Event::InitDone) => {
+        watcher::Event::Delete(o) => expectations.observe(&key_of(&kind, o), Seen::Gone(o)),
+        watcher::Event::InitDone => {
             expectations.relisted(&kind.group, &kind.kind, |key| {
                 store.get(&object_ref(&resource, key.namespace.as_deref(), &key.name))
             });
         }
-        Ok(watcher::Event::Init | watcher::Event::InitApply(_)) | Err(_) => {}
+        watcher::Event::Init | watcher::Event::InitApply(_) => {}
     }
 }
 
@@ -80,12 +80,7 @@ pub fn record(ctx: &Context, primary_uid: &str, written: Written) {
                 Expect::Written {
                     resource_version: rv,
                 },
-                || {
-                    cache
-                        .store
-                        .get(&oref)
-                        .filter(|o| cache.owners.as_ref().is_none_or(|i| i.shows(o)))
-                },
+                || cache.store.get(&oref).filter(|o| cache.owners.shows(o)),
             );
         }
         Written::Deleted {

@@ -147,8 +147,9 @@ fn duration_histogram() -> Histogram {
 /// All metrics of the host and the registry they are exposed from.
 ///
 /// Metric handles share their state with the registry: updating a field is what
-/// [`Metrics::encode`] reports. Label sets are created on first use and never removed; a
-/// family with no label set yet is left out of the output.
+/// [`Metrics::encode`] reports. Label sets are created on first use and removed only with
+/// the shared cache they describe; a family with no label set yet is left out of the
+/// output.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -174,6 +175,19 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Requests the controllers sent to the API server, by verb (`watch` for watches).
     pub api_requests: Family<VerbLabels, Counter>,
+    /// Objects held by each shared cache of a related kind.
+    pub cached_objects: Family<CacheLabels, Gauge>,
+    /// Plugins reading each shared cache of a related kind.
+    pub cache_subscribers: Family<CacheLabels, Gauge>,
+}
+
+/// Labels of a shared cache: its resource and label selector.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// `plural.group` (`pods.` for the core group's pods).
+    pub resource: String,
+    /// The label selector the cache watches with; empty for the whole kind.
+    pub selector: String,
 }
 
 /// Label of [`Metrics::api_requests`].
@@ -258,6 +272,18 @@ impl Metrics {
             "Requests the controllers sent to the API server, by verb",
             api_requests.clone(),
         );
+        let cached_objects = Family::<CacheLabels, Gauge>::default();
+        let cache_subscribers = Family::<CacheLabels, Gauge>::default();
+        registry.register(
+            "cached_objects",
+            "Objects held by each shared cache of a related kind",
+            cached_objects.clone(),
+        );
+        registry.register(
+            "cache_subscribers",
+            "Plugins reading each shared cache of a related kind",
+            cache_subscribers.clone(),
+        );
 
         Metrics {
             registry,
@@ -272,6 +298,8 @@ impl Metrics {
             plugin_loads,
             leader,
             api_requests,
+            cached_objects,
+            cache_subscribers,
         }
     }
 

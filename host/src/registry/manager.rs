@@ -30,6 +30,7 @@ use futures::channel::mpsc;
 use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
 
+use crate::operator::caches::KindCache;
 use crate::operator::context::PluginSlot;
 use crate::operator::controller::{ControllerDeps, run_controller};
 use crate::operator::finalize;
@@ -159,7 +160,15 @@ impl Manager {
             .collect()
     }
 
-    fn start(&self, plugin: LoadedPlugin, origin: &str) -> Running {
+    /// The shared caches of `info`'s relations, in their order (started if none runs).
+    fn caches_for(&self, info: &PluginInfo) -> Vec<Arc<KindCache>> {
+        info.relations
+            .iter()
+            .map(|r| self.deps.caches.acquire(r))
+            .collect()
+    }
+
+    fn start(&self, plugin: LoadedPlugin, caches: Vec<Arc<KindCache>>, origin: &str) -> Running {
         let name = plugin.info.name.clone();
         let slot = Arc::new(PluginSlot::new(plugin));
         let (stop, stop_rx) = watch::channel(false);
@@ -177,6 +186,7 @@ impl Manager {
         let task = tokio::spawn(run_controller(
             self.deps.clone(),
             slot.clone(),
+            caches,
             synced,
             all_rx,
             shutdown,
@@ -325,7 +335,8 @@ impl Manager {
         self.count(&name, LoadResult::Accepted);
         let change = match running.remove(&name) {
             None => {
-                running.insert(name.clone(), self.start(plugin, origin));
+                let caches = self.caches_for(&info);
+                running.insert(name.clone(), self.start(plugin, caches, origin));
                 Change::Started
             }
             Some(mut r) if same_watches(&r.slot.current().info, &info) => {
@@ -339,13 +350,16 @@ impl Manager {
             Some(r) => {
                 tracing::info!(plugin = %name, "the new version watches differently: restarting its controller");
                 let old = r.slot.current();
+                // Taken before the old controller lets go: a cache both versions use
+                // stays listed across the restart.
+                let caches = self.caches_for(&info);
                 Self::stop(r).await;
                 if let Some(fin) = old.info.finalizer.as_deref()
                     && info.finalizer.as_deref() != Some(fin)
                 {
                     self.release_finalizer(&old.info, fin).await;
                 }
-                running.insert(name.clone(), self.start(plugin, origin));
+                running.insert(name.clone(), self.start(plugin, caches, origin));
                 Change::Restarted
             }
         };
