@@ -2,12 +2,14 @@
 //! that are not already terminating, delete them (or only report them in a dry run),
 //! record the run in the status and come back after the interval.
 
-use k8s_openapi::api::core::v1::Pod;
-use wasmop_sdk::k8s::{delete_ref, is_terminating, parse_rfc3339, rfc3339};
+use wasmop_sdk::k8s::{ObjectView, delete_ref, is_terminating, parse_rfc3339, rfc3339};
 use wasmop_sdk::{Observed, Plan, ReconcileError};
 
 use crate::pick::pick_indices;
 use crate::types::{ChaosPod, ChaosPodSpec, HISTORY_LIMIT, Kill};
+
+/// A pod as ChaosPod reads it: its metadata only (the rest is skipped while parsing).
+pub type Pod = ObjectView<serde::de::IgnoredAny>;
 
 fn check(spec: &ChaosPodSpec) -> Result<(), ReconcileError> {
     if spec.prefix.is_empty() {

@@ -1,12 +1,11 @@
 //! The PodReplica decision: compare owned live pods with `spec.size`, create or delete the
 //! difference, replace finished pods, and report the live pods in the status.
 
-use k8s_openapi::api::core::v1::Pod;
 use wasmop_sdk::conditions::{condition, set_condition};
 use wasmop_sdk::k8s::{Identity, delete_ref, rfc3339};
 use wasmop_sdk::{Observed, Plan, ReconcileError};
 
-use crate::pods::{classify, is_ready, new_pod, removal_order};
+use crate::pods::{Pod, classify, is_ready, new_pod, removal_order};
 use crate::types::{MAX_SIZE, PodReplica, PodReplicaStatus};
 
 /// Decides what to do about one PodReplica.

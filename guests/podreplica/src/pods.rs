@@ -1,9 +1,9 @@
 //! How PodReplica sees pods: which ones it owns, which are live, which go first, and the
 //! pod it creates.
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use wasmop_sdk::k8s::{Identity, is_controlled_by, is_terminating};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use wasmop_sdk::k8s::{Identity, ObjectView, is_controlled_by, is_terminating};
 
 use crate::types::PodReplicaSpec;
 
@@ -20,6 +20,30 @@ fn labels(owner: &Identity) -> std::collections::BTreeMap<String, String> {
     }
     labels
 }
+
+/// What PodReplica reads of a pod's status: its phase and its conditions' type and status.
+/// The rest of the pod is skipped while parsing (see [`ObjectView`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PodStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
+    pub phase: Option<String>,
+    /// The pod's conditions.
+    #[serde(default)]
+    pub conditions: Vec<PodCondition>,
+}
+
+/// One condition of a pod, as far as PodReplica reads it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PodCondition {
+    /// The condition type (`Ready`, ...).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+}
+
+/// A pod as PodReplica reads it: metadata and [`PodStatus`].
+pub type Pod = ObjectView<PodStatus>;
 
 /// The owned pods of one PodReplica, sorted into what the decision needs.
 #[derive(Debug, Default)]
@@ -41,10 +65,11 @@ fn phase(pod: &Pod) -> &str {
 
 /// Whether the pod's `Ready` condition is `True`.
 pub fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    pod.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
 }
 
 /// Sorts `pods` into live, finished and terminating, keeping only those whose controller
@@ -85,24 +110,25 @@ pub fn removal_order(live: &mut [Pod]) {
 
 /// The pod a PodReplica creates: a generated name `<name>-pod-…`, the selecting label and a
 /// controller ownerReference, so the pod goes away with its owner.
-pub fn new_pod(owner: &Identity, spec: &PodReplicaSpec) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}-pod-", owner.name)),
-            namespace: owner.namespace.clone(),
-            labels: Some(labels(owner)),
-            owner_references: Some(vec![owner.controller_reference()]),
-            ..ObjectMeta::default()
+pub fn new_pod(owner: &Identity, spec: &PodReplicaSpec) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": format!("{}-pod-", owner.name),
+            "labels": labels(owner),
+            "ownerReferences": [owner.controller_reference()],
         },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "busybox".into(),
-                image: Some(spec.image().to_string()),
-                command: Some(spec.command()),
-                ..Container::default()
+        "spec": {
+            "containers": [{
+                "name": "busybox",
+                "image": spec.image(),
+                "command": spec.command(),
             }],
-            ..PodSpec::default()
-        }),
-        status: None,
+        },
+    });
+    if let Some(ns) = &owner.namespace {
+        pod["metadata"]["namespace"] = json!(ns);
     }
+    pod
 }

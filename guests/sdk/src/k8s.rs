@@ -14,6 +14,36 @@ pub fn pod_kind() -> KindRef {
     KindRef::pod()
 }
 
+/// A related object read for its metadata and the status fields `S` declares: everything
+/// else in the object is skipped while parsing, and the plugin carries no code for it. A
+/// decision that reads a pod's phase need not parse (nor compile in) the whole `Pod` type,
+/// and a smaller component compiles faster when it is uploaded.
+///
+/// ```
+/// use serde::Deserialize;
+/// use wasmop_sdk::k8s::ObjectView;
+///
+/// #[derive(Deserialize)]
+/// struct Phase {
+///     phase: Option<String>,
+/// }
+///
+/// let pod: ObjectView<Phase> = serde_json::from_str(
+///     r#"{"metadata": {"name": "a"}, "spec": {"containers": []}, "status": {"phase": "Running"}}"#,
+/// )
+/// .unwrap();
+/// assert_eq!(pod.metadata.name.as_deref(), Some("a"));
+/// assert_eq!(pod.status.and_then(|s| s.phase).as_deref(), Some("Running"));
+/// ```
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct ObjectView<S> {
+    /// The object's metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The status fields `S` declares; `None` when the object has no status yet.
+    pub status: Option<S>,
+}
+
 /// The UID of the object's controller, if it has one.
 pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
     meta.owner_references
