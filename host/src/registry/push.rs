@@ -4,12 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
+use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use super::bytes::pack;
@@ -98,35 +100,41 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         return Ok(true);
     }
     let generation = written.metadata.generation;
-    let deadline = Instant::now() + Duration::from_secs(args.timeout);
-    loop {
-        let current = wps.get(&args.name).await?;
-        let status = current
-            .status
-            .as_ref()
-            .filter(|s| s.observed_generation == generation);
-        let ready = status.and_then(|s| {
-            s.conditions
-                .iter()
-                .find(|c| c.type_ == "Ready" && c.observed_generation == generation)
+    // A watch, not a poll: the verdict is printed the moment the host writes it.
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", args.name));
+    let verdicts = watcher(wps, config)
+        .default_backoff()
+        .applied_objects()
+        .filter_map(|wp| {
+            futures::future::ready(wp.ok().and_then(|wp| verdict(&wp, generation, &digest)))
         });
-        if let (Some(status), Some(c)) = (status, ready) {
-            if c.status == "True" && status.digest.as_deref() == Some(digest.as_str()) {
-                println!("accepted: {}", c.message);
-                return Ok(true);
-            }
-            if c.status == "False" {
-                println!("refused: {}: {}", c.reason, c.message);
-                return Ok(false);
-            }
+    let mut verdicts = std::pin::pin!(verdicts);
+    match tokio::time::timeout(Duration::from_secs(args.timeout), verdicts.next()).await {
+        Ok(Some((accepted, line))) => {
+            println!("{line}");
+            Ok(accepted)
         }
-        if Instant::now() >= deadline {
-            anyhow::bail!(
-                "no verdict from the host within {} s (is `wasmop run` watching namespace `{}`?)",
-                args.timeout,
-                args.namespace
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        _ => anyhow::bail!(
+            "no verdict from the host within {} s (is `wasmop run` watching namespace `{}`?)",
+            args.timeout,
+            args.namespace
+        ),
     }
+}
+
+/// The host's verdict on `generation` of the WasmPlugin, if it has written one: accepted
+/// (with the pushed `digest` running) or refused, and the line to print.
+fn verdict(wp: &WasmPlugin, generation: Option<i64>, digest: &str) -> Option<(bool, String)> {
+    let status = wp
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation == generation)?;
+    let c = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.observed_generation == generation)?;
+    if c.status == "True" && status.digest.as_deref() == Some(digest) {
+        return Some((true, format!("accepted: {}", c.message)));
+    }
+    (c.status == "False").then(|| (false, format!("refused: {}: {}", c.reason, c.message)))
 }
