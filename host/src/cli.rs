@@ -34,6 +34,8 @@ pub enum Command {
     Push(crate::registry::push::PushArgs),
     /// Print the CustomResourceDefinition of WasmPlugin (YAML).
     Crd,
+    /// Create a new plugin crate (outside any workspace) that builds, tests and runs as is.
+    New(crate::scaffold::NewArgs),
 }
 
 /// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`). Colours
@@ -87,6 +89,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run_host((**a).clone()).map(|()| ExitCode::SUCCESS),
         Command::Push(a) => block_on(crate::registry::push::run(a)).map(exit_if),
         Command::Crd => print_wasmplugin_crd().map(|()| ExitCode::SUCCESS),
+        Command::New(a) => crate::scaffold::run(a).map(|()| ExitCode::SUCCESS),
         Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),
         Command::Plan(a) => offline::plan::run(a).map(exit_if),
         Command::Test(a) => offline::golden::run(a).map(exit_if),

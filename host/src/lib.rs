@@ -3,7 +3,8 @@
 //!
 //! The host does all Kubernetes I/O; each plugin is a pure decision function from the
 //! observed state to a plan (see `wit/plugin.wit`). Modules: [`runtime`] (the sandbox),
-//! [`observe`] (what a decision sees), [`offline`] (commands without a cluster), [`cli`].
+//! [`observe`] (what a decision sees), [`offline`] (commands without a cluster),
+//! [`scaffold`] (`wasmop new`), [`cli`].
 
 pub mod cli;
 pub mod observe;
@@ -12,3 +13,4 @@ pub mod operator;
 pub mod ops;
 pub mod registry;
 pub mod runtime;
+pub mod scaffold;
