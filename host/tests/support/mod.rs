@@ -167,10 +167,25 @@ impl Host {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Host {
+        let files: Vec<PathBuf> = plugins.iter().map(|p| plugin_dir().join(p)).collect();
+        Host::start_files(kubeconfig, &files, extra, env)
+    }
+
+    /// [`Host::start_with`] with plugin files from anywhere (a scaffolded plugin, say).
+    pub fn start_files(
+        kubeconfig: &Path,
+        plugins: &[PathBuf],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Host {
         let dir = Scratch::new("plugins");
         for p in plugins {
-            std::fs::copy(plugin_dir().join(p), dir.0.join(p)).unwrap_or_else(|e| {
-                panic!("{p}: {e}; build the plugins first with `make plugins`")
+            let name = p.file_name().expect("a plugin file");
+            std::fs::copy(p, dir.0.join(name)).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e}; build the plugins first with `make plugins`",
+                    p.display()
+                )
             });
         }
         let port = free_port();

@@ -1,0 +1,178 @@
+//! End to end: a plugin written outside this repository. `wasmop new` scaffolds a crate in
+//! a temporary directory; untouched, it builds with a plain `cargo build --release`, its
+//! unit tests pass under wasmtime with a plain `cargo test`, its golden case passes with
+//! `wasmop test`, and under `wasmop run` on the local control plane its sample object
+//! reaches its desired state (a ConfigMap it owns holds the message; Ready=True).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject};
+use support::*;
+
+/// Where scaffolded crates are built: kept between runs (beside the workspace's target
+/// directory), so a second run compiles only the new crate.
+fn scaffold_target() -> PathBuf {
+    let cache = std::env::var("WASMOP_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/wasmop"));
+    cache.join("scaffold-target")
+}
+
+/// Runs `cmd` in `dir`; panics with its output unless it succeeds.
+fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{what} failed:\n{text}");
+    out
+}
+
+/// `cargo` in the scaffolded crate, as its author would run it (only the target directory
+/// is moved to the shared cache; nothing of this workspace's build leaks in).
+fn cargo(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.args(args)
+        .current_dir(dir)
+        .env_remove("CARGO_BUILD_TARGET")
+        .env_remove("RUSTFLAGS")
+        .env("CARGO_TARGET_DIR", scaffold_target())
+        .env("CARGO_TERM_COLOR", "never");
+    c
+}
+
+fn greeting_resource() -> ApiResource {
+    ApiResource {
+        group: "example.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "example.com/v1alpha1".into(),
+        kind: "Greeting".into(),
+        plural: "greetings".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {
+    let started = Instant::now();
+    let scratch = Scratch::new("scaffold");
+    let dir = scratch.0.join("greeter");
+    let wasmop = env!("CARGO_BIN_EXE_wasmop");
+    // From inside this checkout: the SDK dependency defaults to it.
+    let out = run_ok(
+        Command::new(wasmop)
+            .args([
+                "new",
+                "greeter",
+                "--kind",
+                "Greeting",
+                "--group",
+                "example.com",
+            ])
+            .arg("--dir")
+            .arg(&dir)
+            .current_dir(repo()),
+        "wasmop new",
+    );
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("[workspace]"), "{manifest}");
+
+    // A second `new` into the same directory is refused.
+    let again = Command::new(wasmop)
+        .args([
+            "new",
+            "greeter",
+            "--kind",
+            "Greeting",
+            "--group",
+            "example.com",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
+
+    run_ok(
+        &mut cargo(&dir, &["build", "--release"]),
+        "cargo build --release",
+    );
+    let wasm = scaffold_target().join("wasm32-wasip2/release/greeter.wasm");
+    assert!(wasm.is_file(), "{} not built", wasm.display());
+
+    // `cargo test` compiles the tests to wasm32-wasip2 and runs them with `wasmop wasi-run`.
+    let out = run_ok(&mut cargo(&dir, &["test"]), "cargo test");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("wasm32-wasip2/debug/deps/greeter-") && text.contains("4 passed"),
+        "{text}"
+    );
+
+    let out = run_ok(
+        Command::new(wasmop)
+            .arg("test")
+            .arg(&wasm)
+            .arg(dir.join("cases")),
+        "wasmop test",
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed, 0 failed"));
+    println!("scaffold built and tested: {:?}", started.elapsed());
+
+    // On the local control plane: the sample reaches its desired state.
+    let cluster = Cluster::start("scaffold");
+    let host = Host::start_files(&cluster.kubeconfig, &[wasm], &[], &[]);
+    let client = cluster.client().await;
+    let ar = greeting_resource();
+    wait_for_crd(&client, &ar).await;
+    let sample: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("sample.yaml")).unwrap()).unwrap();
+    let applied = apply(&client, &ar, "default", &sample).await.unwrap();
+    let uid = applied.metadata.uid.clone().unwrap();
+    let greetings: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    eventually(
+        Duration::from_secs(60),
+        "the sample Greeting Ready",
+        || async {
+            let g = greetings.get("greeter-sample").await.ok()?;
+            let st = &g.data["status"];
+            (st["configMap"] == "greeter-sample" && st["conditions"][0]["status"] == "True")
+                .then_some(())
+        },
+    )
+    .await;
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .get("greeter-sample")
+        .await
+        .unwrap();
+    assert_eq!(
+        cm.data
+            .unwrap_or_default()
+            .get("message")
+            .map(String::as_str),
+        Some("hello from greeter")
+    );
+    let owner = cm.metadata.owner_references.unwrap_or_default();
+    assert!(
+        owner
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true)),
+        "the ConfigMap is not controlled by the Greeting: {owner:?}"
+    );
+    println!(
+        "from `wasmop new` to the sample Ready on the cluster: {:?}",
+        started.elapsed()
+    );
+    drop(host);
+}
