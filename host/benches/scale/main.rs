@@ -132,9 +132,9 @@ async fn row(n: usize, samples: usize, smoke: bool) -> Row {
     let (rest_mib, _) = cost::memory_mib(&host);
     let lat = latency::replacement_ms(&client, &tracker, &names, 2, samples).await;
     let swap = if smoke {
-        (0.0, 0.0, 0.0)
+        swap::Swap::default()
     } else {
-        swap::swap(&cluster, &client, n).await
+        swap::swap(&cluster, &host, &client, n).await
     };
     Row {
         objects: n,

@@ -31,8 +31,8 @@ pub struct Row {
     pub rest_mib: f64,
     /// Delete → replacement, ms, sorted.
     pub latency_ms: Vec<f64>,
-    /// (push → verdict s, verdict → all on v2 s, p99 per object s).
-    pub swap: (f64, f64, f64),
+    /// The hot swap.
+    pub swap: crate::swap::Swap,
 }
 
 fn requests(l: &Look) -> String {
@@ -65,19 +65,21 @@ pub fn print(rows: &[Row]) {
     }
     println!();
     println!(
-        "| objects | RSS at rest MiB | delete → replacement p50 / p99 ms | push → verdict s | verdict → all on v2 s (p99 per object) |"
+        "| objects | RSS at rest MiB | delete → replacement p50 / p99 ms | push → verdict s | verdict → all on v2 s (p99 per object) | a pass writing nothing s | × that pass |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {:.0} | {:.0} / {:.0} | {:.2} | {:.1} ({:.1}) |",
+            "| {} | {:.0} | {:.0} / {:.0} | {:.2} | {:.1} ({:.1}) | {:.2} | {:.1} |",
             r.objects,
             r.rest_mib,
             quantile(&r.latency_ms, 0.5),
             quantile(&r.latency_ms, 0.99),
-            r.swap.0,
-            r.swap.1,
-            r.swap.2
+            r.swap.push_s,
+            r.swap.all_s,
+            r.swap.p99_s,
+            r.swap.pass_s,
+            r.swap.all_s / r.swap.pass_s
         );
     }
 }
@@ -108,7 +110,8 @@ pub fn write_json(rows: &[Row]) {
         "rows": rows.iter().map(|r| json!({
             "objects": r.objects, "floor_s": r.floor_s, "rest_mib": r.rest_mib,
             "latency_ms": {"p50": quantile(&r.latency_ms, 0.5), "p99": quantile(&r.latency_ms, 0.99), "samples": r.latency_ms.len()},
-            "swap": {"push_to_verdict_s": r.swap.0, "verdict_to_all_s": r.swap.1, "p99_per_object_s": r.swap.2},
+            "swap": {"push_to_verdict_s": r.swap.push_s, "verdict_to_all_s": r.swap.all_s,
+                "p99_per_object_s": r.swap.p99_s, "pass_without_writes_s": r.swap.pass_s},
             "phases": r.phases.iter().map(|p| json!({
                 "size": p.size, "secs": p.secs, "ratio_to_floor": p.secs / r.floor_s, "host_cpu_s": p.spent.cpu_s,
                 "peak_mib": p.peak_mib, "most_pods": p.most, "requests": p.spent.requests,

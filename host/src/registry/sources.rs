@@ -216,20 +216,29 @@ async fn write_status(client: &Client, wp: &WasmPlugin, outcome: &Result<Accepte
     }
 }
 
-/// Handles one WasmPlugin: fetch, verify, offer, report.
+/// Handles one WasmPlugin: fetch, verify, offer, report (the log line says how long each
+/// part took: fetching the ConfigMap, loading the version, in all with the status written).
 pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_startup: bool) {
     let origin = origin_of(wp);
-    let outcome = match fetch(client, wp).await {
-        Ok(bytes) => manager.offer(&origin, bytes).await,
-        Err(r) => Err(r),
+    let started = std::time::Instant::now();
+    let (outcome, fetch_ms) = match fetch(client, wp).await {
+        Ok(bytes) => {
+            let fetched = started.elapsed().as_millis();
+            (manager.offer(&origin, bytes).await, fetched)
+        }
+        Err(r) => (Err(r), started.elapsed().as_millis()),
     };
+    let load_ms = started.elapsed().as_millis() - fetch_ms;
+    write_status(client, wp, &outcome).await;
+    let total_ms = started.elapsed().as_millis();
     match &outcome {
         Ok(a) => {
-            tracing::info!(%origin, plugin = %a.info.name, version = %a.info.version, change = ?a.change, at_startup, "WasmPlugin accepted")
+            tracing::info!(%origin, plugin = %a.info.name, version = %a.info.version, change = ?a.change, at_startup, fetch_ms, load_ms, total_ms, "WasmPlugin accepted")
         }
-        Err(r) => tracing::warn!(%origin, reason = r.reason, "WasmPlugin refused: {}", r.message),
+        Err(r) => {
+            tracing::warn!(%origin, reason = r.reason, fetch_ms, load_ms, total_ms, "WasmPlugin refused: {}", r.message)
+        }
     }
-    write_status(client, wp, &outcome).await;
 }
 
 /// Loads every WasmPlugin of `namespace` once (before the plugins directory, so uploads win).
