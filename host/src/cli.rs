@@ -36,6 +36,9 @@ pub enum Command {
     Crd,
     /// Create a new plugin crate (outside any workspace) that builds, tests and runs as is.
     New(crate::scaffold::NewArgs),
+    /// Build a plugin crate, run the host with it, and rebuild and hot-swap it on every
+    /// saved change.
+    Dev(crate::dev::DevArgs),
 }
 
 /// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`). Colours
@@ -90,6 +93,7 @@ pub fn main() -> ExitCode {
         Command::Push(a) => block_on(crate::registry::push::run(a)).map(exit_if),
         Command::Crd => print_wasmplugin_crd().map(|()| ExitCode::SUCCESS),
         Command::New(a) => crate::scaffold::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Dev(a) => block_on(crate::dev::run(a)).map(|()| ExitCode::SUCCESS),
         Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),
         Command::Plan(a) => offline::plan::run(a).map(exit_if),
         Command::Test(a) => offline::golden::run(a).map(exit_if),

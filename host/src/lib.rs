@@ -4,9 +4,10 @@
 //! The host does all Kubernetes I/O; each plugin is a pure decision function from the
 //! observed state to a plan (see `wit/plugin.wit`). Modules: [`runtime`] (the sandbox),
 //! [`observe`] (what a decision sees), [`offline`] (commands without a cluster),
-//! [`scaffold`] (`wasmop new`), [`cli`].
+//! [`scaffold`] (`wasmop new`), [`dev`] (`wasmop dev`), [`cli`].
 
 pub mod cli;
+pub mod dev;
 pub mod observe;
 pub mod offline;
 pub mod operator;

@@ -6,57 +6,13 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
+use support::scaffold::*;
 use support::*;
-
-/// Where scaffolded crates are built: kept between runs (beside the workspace's target
-/// directory), so a second run compiles only the new crate.
-fn scaffold_target() -> PathBuf {
-    let cache = std::env::var("WASMOP_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/wasmop"));
-    cache.join("scaffold-target")
-}
-
-/// Runs `cmd` in `dir`; panics with its output unless it succeeds.
-fn run_ok(cmd: &mut Command, what: &str) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{what} failed:\n{text}");
-    out
-}
-
-/// `cargo` in the scaffolded crate, as its author would run it (only the target directory
-/// is moved to the shared cache; nothing of this workspace's build leaks in).
-fn cargo(dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.args(args)
-        .current_dir(dir)
-        .env_remove("CARGO_BUILD_TARGET")
-        .env_remove("RUSTFLAGS")
-        .env("CARGO_TARGET_DIR", scaffold_target())
-        .env("CARGO_TERM_COLOR", "never");
-    c
-}
-
-fn greeting_resource() -> ApiResource {
-    ApiResource {
-        group: "example.com".into(),
-        version: "v1alpha1".into(),
-        api_version: "example.com/v1alpha1".into(),
-        kind: "Greeting".into(),
-        plural: "greetings".into(),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {
@@ -105,16 +61,12 @@ async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {
         &mut cargo(&dir, &["build", "--release"]),
         "cargo build --release",
     );
-    let wasm = scaffold_target().join("wasm32-wasip2/release/greeter.wasm");
+    let wasm = component_of("greeter");
     assert!(wasm.is_file(), "{} not built", wasm.display());
 
     // `cargo test` compiles the tests to wasm32-wasip2 and runs them with `wasmop wasi-run`.
     let out = run_ok(&mut cargo(&dir, &["test"]), "cargo test");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = text_of(&out);
     assert!(
         text.contains("wasm32-wasip2/debug/deps/greeter-") && text.contains("4 passed"),
         "{text}"

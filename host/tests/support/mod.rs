@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod diagnose;
+pub mod scaffold;
 pub mod storm;
 pub mod uploads;
 
@@ -421,15 +422,16 @@ pub async fn apply(
 
 /// Waits until every cached CRD of `plural.group` is served (the host installs them).
 pub async fn wait_for_crd(client: &Client, ar: &ApiResource) {
+    wait_for_crd_within(client, ar, Duration::from_secs(60)).await;
+}
+
+/// [`wait_for_crd`] with a longer wait (a plugin compiled first, say).
+pub async fn wait_for_crd_within(client: &Client, ar: &ApiResource, within: Duration) {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    eventually(
-        Duration::from_secs(60),
-        &format!("CRD {} served", ar.plural),
-        || {
-            let api = api.clone();
-            async move { api.list(&Default::default()).await.ok().map(|_| ()) }
-        },
-    )
+    eventually(within, &format!("CRD {} served", ar.plural), || {
+        let api = api.clone();
+        async move { api.list(&Default::default()).await.ok().map(|_| ()) }
+    })
     .await;
 }
 

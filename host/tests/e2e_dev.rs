@@ -1,0 +1,188 @@
+//! End to end: `wasmop dev` on a plugin scaffolded by `wasmop new`. The sample reaches its
+//! desired state; an edit of the source (a new label on the ConfigMaps it writes) is built
+//! and swapped in within seconds of the save, and objects decided afterwards carry the
+//! label; a syntax error is reported with the compiler's message while the last good version
+//! keeps running; SIGTERM stops the host it started.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::Api;
+use serde_json::json;
+use support::scaffold::*;
+use support::*;
+
+/// A `wasmop dev` child, its output in a log file; stopped (SIGTERM) when dropped.
+struct Dev {
+    child: Child,
+    log: std::path::PathBuf,
+    addr: String,
+}
+
+impl Dev {
+    fn start(dir: &Path, kubeconfig: &Path, log: std::path::PathBuf) -> Dev {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let file = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+        cmd.arg("dev")
+            .arg(dir)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--listen", &addr, "--poll-ms", "200"])
+            .env("WASMOP_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file);
+        author_env(&mut cmd);
+        Dev {
+            child: cmd.spawn().expect("start wasmop dev"),
+            log,
+            addr,
+        }
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn terminate(&mut self) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- wasmop dev log ---\n{}", self.text());
+        }
+        if !self.terminate() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn greeting(name: &str, message: &str) -> serde_json::Value {
+    json!({"apiVersion": "example.com/v1alpha1", "kind": "Greeting",
+        "metadata": {"name": name, "namespace": "default"}, "spec": {"message": message}})
+}
+
+/// The labels of ConfigMap `name`, once it holds `message`.
+async fn config_map_labels(
+    client: &Client,
+    name: &str,
+    message: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .ok()?;
+    (cm.data.as_ref()?.get("message")? == message).then(|| cm.metadata.labels.unwrap_or_default())
+}
+
+const LABEL: &str = "greeter.example.com/edited";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
+    let scratch = Scratch::new("dev");
+    let dir = scratch.0.join("greeter");
+    new_greeter("greeter", &dir);
+    let cluster = Cluster::start("dev");
+    let client = cluster.client().await;
+    let mut dev = Dev::start(&dir, &cluster.kubeconfig, scratch.0.join("dev.log"));
+    let ar = greeting_resource();
+    // The first build may compile every dependency (a cold cache): minutes, not seconds.
+    wait_for_crd_within(&client, &ar, Duration::from_secs(900)).await;
+
+    apply(&client, &ar, "default", &greeting("first", "one"))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(120),
+        "the first Greeting's ConfigMap",
+        || config_map_labels(&client, "first", "one"),
+    )
+    .await;
+
+    // An edit: the ConfigMaps it writes get a label. Saved, built, swapped in.
+    let lib = dir.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let edited = source.replace(
+        r#""metadata": {"name": me.name, "namespace": me.namespace},"#,
+        &format!(r#""metadata": {{"name": me.name, "namespace": me.namespace, "labels": {{"{LABEL}": "yes"}}}},"#),
+    );
+    assert_ne!(
+        edited, source,
+        "the scaffold's ConfigMap changed shape: update this test"
+    );
+    let saved = Instant::now();
+    std::fs::write(&lib, &edited).unwrap();
+    let swapped = |dev: &Dev, n: usize| dev.text().matches("swapped plugin=greeter").count() >= n;
+    eventually(
+        Duration::from_secs(180),
+        "the edited version swapped in",
+        || async { swapped(&dev, 1).then_some(()) },
+    )
+    .await;
+    let swap_s = saved.elapsed().as_secs_f64();
+    apply(&client, &ar, "default", &greeting("second", "two"))
+        .await
+        .unwrap();
+    let labels = eventually(
+        Duration::from_secs(60),
+        "the second Greeting's ConfigMap",
+        || config_map_labels(&client, "second", "two"),
+    )
+    .await;
+    assert_eq!(
+        labels.get(LABEL).map(String::as_str),
+        Some("yes"),
+        "{labels:?}"
+    );
+    println!("save -> the edited version running: {swap_s:.1} s");
+
+    // A syntax error: the compiler's message is shown, the edited version keeps running.
+    std::fs::write(&lib, format!("{edited}\nfn broken( {{\n")).unwrap();
+    eventually(
+        Duration::from_secs(180),
+        "the build failure reported",
+        || async { dev.text().contains("the build failed").then_some(()) },
+    )
+    .await;
+    let log = dev.text();
+    assert!(log.contains("error"), "no compiler message:\n{log}");
+    assert!(!swapped(&dev, 2), "a broken build was swapped in:\n{log}");
+    apply(&client, &ar, "default", &greeting("third", "three"))
+        .await
+        .unwrap();
+    let labels = eventually(
+        Duration::from_secs(60),
+        "the third Greeting's ConfigMap",
+        || config_map_labels(&client, "third", "three"),
+    )
+    .await;
+    assert_eq!(labels.get(LABEL).map(String::as_str), Some("yes"));
+
+    // SIGTERM stops dev and the host it started.
+    let addr = dev.addr.clone();
+    assert!(dev.terminate(), "wasmop dev did not stop on SIGTERM");
+    assert!(
+        std::net::TcpStream::connect(&addr).is_err(),
+        "the host still listens on {addr}"
+    );
+}
