@@ -31,10 +31,10 @@ GUEST_INPUTS := $(shell find guests contract wit -type f) Cargo.toml Cargo.lock 
 
 # The suites of `make test`, in order; scripts/test-suites runs each, times it and prints a
 # summary. The builds come first as suites of their own, so their cost shows in every log.
-TEST_SUITES := lint host plugins cluster test-unit test-guests-wasm golden \
+TEST_SUITES := lint host plugins cluster test-unit test-guests-wasm golden sdk-check \
   crds-check cluster-test e2e bench-smoke image deploy-test
 
-.PHONY: all setup host plugins cluster test lint test-unit e2e bench bench-scale bench-smoke test-guests-wasm golden crds crds-check cluster-test demo clean-cache
+.PHONY: all setup host plugins cluster test lint test-unit e2e bench bench-scale bench-smoke test-guests-wasm golden sdk-check crds crds-check cluster-test demo clean-cache
 
 all: host plugins
 
@@ -103,6 +103,15 @@ e2e: host plugins cluster
 test-guests-wasm: host
 	CARGO_TARGET_WASM32_WASIP2_RUNNER="$(WASMOP) wasi-run" \
 	  cargo test --locked --target wasm32-wasip2 -p wasmop-sdk $(GUESTS)
+
+## sdk-check: the SDK and the contract as a plugin outside this repository gets them: their
+## doc examples compile and pass, their docs build without a warning, and both package and
+## build from their packages alone (cargo package verifies each in isolation)
+sdk-check: host
+	cargo test $(HOST_BUILD) -p wasmop-sdk -p wasmop-contract --doc
+	RUSTDOCFLAGS="-D warnings" cargo doc $(HOST_BUILD) --no-deps -p wasmop-sdk -p wasmop-contract
+	cargo package --locked -p wasmop-contract -p wasmop-sdk --allow-dirty
+	@echo "sdk-check: doc tests pass, docs build, wasmop-contract and wasmop-sdk package and build alone"
 
 ## golden: golden cases through the real components in the production sandbox
 golden: host plugins

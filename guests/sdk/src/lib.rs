@@ -1,16 +1,91 @@
-//! The wasmop guest SDK.
+//! The wasmop guest SDK: write a Kubernetes operator's decisions as plain Rust functions,
+//! run them sandboxed in the wasmop host.
 //!
-//! A plugin is an ordinary Rust type implementing [`Plugin`]: `info()` says what it
-//! reconciles, `reconcile()` turns an [`Observed`] state into a [`Plan`]. Both are plain
-//! functions over plain types, so a plugin's logic is unit-tested natively with `cargo test`,
-//! and the same tests run under wasmtime with `cargo test --target wasm32-wasip2`.
-//! [`export_plugin!`] turns the type into the component's exports.
+//! A plugin is an ordinary Rust type implementing [`Plugin`]: [`Plugin::info`] says what it
+//! reconciles (the primary kind and its CRD), what the host must watch for it (relations)
+//! and what its plans may do (permissions); [`Plugin::reconcile`] turns an [`Observed`] state
+//! into a [`Plan`]. Both are plain functions over plain types: unit-test them natively with
+//! `cargo test`, or compiled to `wasm32-wasip2` under wasmtime (`wasmop wasi-run` as cargo's
+//! runner). [`export_plugin!`] turns the type into the component's exports.
 //!
-//! ```ignore
-//! struct MyPlugin;
-//! impl wasmop_sdk::Plugin for MyPlugin { /* info, reconcile */ }
-//! wasmop_sdk::export_plugin!(MyPlugin);
+//! Start a new plugin with `wasmop new NAME --kind Kind --group example.com`: a crate that
+//! builds, tests and runs as is. The shape of one:
+//!
 //! ```
+//! use serde::Deserialize;
+//! use serde_json::json;
+//! use wasmop_sdk::k8s::{Identity, ObjectView, pod_kind};
+//! use wasmop_sdk::{
+//!     KindRef, Observed, Permission, Plan, Plugin, PluginInfo, ReconcileError, Relation,
+//!     Selection, Verb,
+//! };
+//!
+//! /// What this decision reads of a pod: its phase (the rest is skipped while parsing).
+//! #[derive(Deserialize)]
+//! struct Phase {
+//!     phase: Option<String>,
+//! }
+//!
+//! struct OnePod;
+//!
+//! impl Plugin for OnePod {
+//!     fn info() -> PluginInfo {
+//!         PluginInfo {
+//!             name: "onepod".into(),
+//!             version: "0.1.0".into(),
+//!             primary: KindRef {
+//!                 group: "example.com".into(),
+//!                 version: "v1".into(),
+//!                 kind: "OnePod".into(),
+//!                 plural: "onepods".into(),
+//!                 namespaced: true,
+//!             },
+//!             crd: None, // a real plugin returns its CRD (kube-derive's `crd()`)
+//!             relations: vec![Relation {
+//!                 name: "pods".into(),
+//!                 kind: pod_kind(),
+//!                 selection: Selection::Owned,
+//!                 label_selector: None,
+//!             }],
+//!             permissions: vec![Permission { kind: pod_kind(), verbs: vec![Verb::Create] }],
+//!             finalizer: None,
+//!         }
+//!     }
+//!
+//!     /// Keep one pod per OnePod; say in the status whether it runs.
+//!     fn reconcile(observed: &Observed) -> Result<Plan, ReconcileError> {
+//!         let me = Identity::of(&observed.primary)?;
+//!         let pods: Vec<ObjectView<Phase>> = observed.related_as("pods")?;
+//!         let running = pods.iter().any(|p| {
+//!             p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+//!         });
+//!         let mut plan = Plan::new().status(&json!({"running": running}));
+//!         if pods.is_empty() {
+//!             plan = plan.apply(&json!({
+//!                 "apiVersion": "v1", "kind": "Pod",
+//!                 "metadata": {"generateName": format!("{}-", me.name), "namespace": me.namespace,
+//!                     "ownerReferences": [me.controller_reference()]},
+//!                 "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+//!             }));
+//!         }
+//!         Ok(plan)
+//!     }
+//! }
+//!
+//! // The decision is a pure function: test it on an observed state made by hand.
+//! let observed = Observed::new(json!({"apiVersion": "example.com/v1", "kind": "OnePod",
+//!     "metadata": {"name": "a", "namespace": "default", "uid": "u1"}}));
+//! let plan = OnePod::reconcile(&observed).unwrap();
+//! assert_eq!(plan.applied().count(), 1);
+//!
+//! // In the plugin crate (a cdylib built for wasm32-wasip2), one line exports it:
+//! // wasmop_sdk::export_plugin!(OnePod);
+//! ```
+//!
+//! The parts: [`k8s`] (ownership, termination, time, [`k8s::ObjectView`] to read only what a
+//! decision needs), [`conditions`] (status conditions that keep their transition time),
+//! [`log`] (lines in the host's log, tagged with plugin and object), and the contract's
+//! types ([`types`], re-exported at the root).
 
 pub mod conditions;
 pub mod k8s;
@@ -26,7 +101,7 @@ pub mod glue;
 pub mod bindings {
     wit_bindgen::generate!({
         world: "plugin",
-        path: "../../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "export_raw",
         default_bindings_module: "wasmop_sdk::bindings",
