@@ -21,39 +21,13 @@ async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {
     let dir = scratch.0.join("greeter");
     let wasmop = env!("CARGO_BIN_EXE_wasmop");
     // From inside this checkout: the SDK dependency defaults to it.
-    let out = run_ok(
-        Command::new(wasmop)
-            .args([
-                "new",
-                "greeter",
-                "--kind",
-                "Greeting",
-                "--group",
-                "example.com",
-            ])
-            .arg("--dir")
-            .arg(&dir)
-            .current_dir(repo()),
-        "wasmop new",
-    );
+    let out = new_greeter("greeter", &dir);
     println!("{}", String::from_utf8_lossy(&out.stdout));
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(manifest.contains("[workspace]"), "{manifest}");
 
     // A second `new` into the same directory is refused.
-    let again = Command::new(wasmop)
-        .args([
-            "new",
-            "greeter",
-            "--kind",
-            "Greeting",
-            "--group",
-            "example.com",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let again = new_greeter_command("greeter", &dir).output().unwrap();
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
 

@@ -57,15 +57,18 @@ pub fn cargo(dir: &Path, args: &[&str]) -> Command {
 
 /// `wasmop new NAME --kind Greeting --group example.com --dir DIR`, run from this checkout
 /// (so the SDK dependency defaults to it).
+pub fn new_greeter_command(name: &str, dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+    c.args(["new", name, "--kind", "Greeting", "--group", "example.com"])
+        .arg("--dir")
+        .arg(dir)
+        .current_dir(super::repo());
+    c
+}
+
+/// [`new_greeter_command`], which must succeed.
 pub fn new_greeter(name: &str, dir: &Path) -> Output {
-    run_ok(
-        Command::new(env!("CARGO_BIN_EXE_wasmop"))
-            .args(["new", name, "--kind", "Greeting", "--group", "example.com"])
-            .arg("--dir")
-            .arg(dir)
-            .current_dir(super::repo()),
-        "wasmop new",
-    )
+    run_ok(&mut new_greeter_command(name, dir), "wasmop new")
 }
 
 /// The Greeting API resource of the scaffolded plugin.

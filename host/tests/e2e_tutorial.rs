@@ -1,0 +1,134 @@
+//! The tutorial (`docs/first-operator.md`) cannot rot: every `sh` block of it is run, in
+//! order, as one bash script (`set -euo pipefail`) in an empty directory, with this build's
+//! `wasmop` and the local control plane's `kubectl` on the PATH and KUBECONFIG naming it.
+//! The crate it writes builds in its own `target/` as a reader's would (its dependencies are
+//! compiled there each run). A watch times the first pod from the start of the script.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use support::scaffold::text_of;
+use support::*;
+
+/// The `sh` blocks of a Markdown text, in order.
+fn sh_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line) {
+            (None, "```sh") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), l) => {
+                block.push_str(l);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(current.is_none(), "an unclosed sh block");
+    blocks
+}
+
+/// Kills the host the tutorial starts in the background if the script stopped before it
+/// did (its pid is in `host.pid`).
+struct TutorialHost(PathBuf);
+
+impl Drop for TutorialHost {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.0) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+    }
+}
+
+fn bin_dir(file: &Path) -> PathBuf {
+    file.parent().unwrap().to_path_buf()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_command_of_the_tutorial_runs() {
+    let markdown = std::fs::read_to_string(repo().join("docs/first-operator.md")).unwrap();
+    let blocks = sh_blocks(&markdown);
+    assert!(blocks.len() >= 6, "{} sh blocks", blocks.len());
+    let script = format!("set -euo pipefail\n{}", blocks.join("\n"));
+
+    let cluster = Cluster::start("tutorial");
+    let client = cluster.client().await;
+    let scratch = Scratch::new("tutorial");
+    let _host = TutorialHost(scratch.0.join("mypodreplica/host.pid"));
+    let kubectl_dir = cluster.kubeconfig.parent().unwrap().join("bin");
+    assert!(kubectl_dir.join("kubectl").is_file());
+    let path = format!(
+        "{}:{}:{}",
+        bin_dir(Path::new(env!("CARGO_BIN_EXE_wasmop"))).display(),
+        kubectl_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    // The first pod of the tutorial's PodReplica, timed from the start of the script.
+    let started = Instant::now();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let first_pod = tokio::spawn(async move {
+        let lp = ListParams::default().labels("tutorial.example.com/podreplica=web");
+        loop {
+            if pods.list(&lp).await.is_ok_and(|l| !l.items.is_empty()) {
+                return started.elapsed();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+
+    let dir = scratch.0.clone();
+    let kubeconfig = cluster.kubeconfig.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(&dir)
+            .env("PATH", path)
+            .env("KUBECONFIG", kubeconfig)
+            .env("CARGO_TERM_COLOR", "never")
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET")
+            .env_remove("RUSTFLAGS")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = text_of(&out);
+    let took = started.elapsed();
+    assert!(out.status.success(), "the tutorial failed:\n{text}");
+    println!("{text}");
+
+    // What the tutorial says it does, it did.
+    let case =
+        std::fs::read_to_string(scratch.0.join("mypodreplica/cases/01-first-reconcile.yaml"))
+            .unwrap();
+    assert_eq!(case.matches("generateName: web-pod-").count(), 2, "{case}");
+    assert!(text.contains("3 passed") && text.contains("golden: 1 passed, 0 failed"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let left = pods
+        .list(&ListParams::default().labels("tutorial.example.com/podreplica=web"))
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        left.iter().any(|p| p.metadata.deletion_timestamp.is_none()),
+        "no pod of the tutorial's PodReplica left"
+    );
+    let first = first_pod.await.unwrap();
+    println!(
+        "tutorial: {:.0} s in all; the first pod {:.0} s after `wasmop new` (the crate's dependencies compiled on the way)",
+        took.as_secs_f64(),
+        first.as_secs_f64()
+    );
+}
