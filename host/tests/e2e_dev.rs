@@ -2,7 +2,7 @@
 //! desired state; an edit of the source (a new label on the ConfigMaps it writes) is built
 //! and swapped in within seconds of the save, and objects decided afterwards carry the
 //! label; a syntax error is reported with the compiler's message while the last good version
-//! keeps running; SIGTERM stops the host it started.
+//! keeps running; SIGTERM stops the host and the local control plane (`--local`) it started.
 
 mod support;
 
@@ -25,15 +25,16 @@ struct Dev {
 }
 
 impl Dev {
-    fn start(dir: &Path, kubeconfig: &Path, log: std::path::PathBuf) -> Dev {
+    /// `wasmop dev DIR --local`: it starts a local control plane of its own.
+    fn start(dir: &Path, log: std::path::PathBuf) -> Dev {
         let addr = format!("127.0.0.1:{}", free_port());
         let file = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmop"));
         cmd.arg("dev")
             .arg(dir)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
+            .arg("--local")
             .args(["--listen", &addr, "--poll-ms", "200"])
+            .current_dir(repo())
             .env("WASMOP_LOG", "info")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -102,12 +103,27 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     let scratch = Scratch::new("dev");
     let dir = scratch.0.join("greeter");
     new_greeter("greeter", &dir);
-    let cluster = Cluster::start("dev");
-    let client = cluster.client().await;
-    let mut dev = Dev::start(&dir, &cluster.kubeconfig, scratch.0.join("dev.log"));
-    let ar = greeting_resource();
+    let mut dev = Dev::start(&dir, scratch.0.join("dev.log"));
     // The first build may compile every dependency (a cold cache): minutes, not seconds.
-    wait_for_crd_within(&client, &ar, Duration::from_secs(900)).await;
+    // Then dev starts the local control plane and says where its kubeconfig is.
+    let kubeconfig = eventually(
+        Duration::from_secs(900),
+        "dev's local control plane",
+        || async {
+            let text = dev.text();
+            let line = text.lines().find(|l| l.contains("export KUBECONFIG="))?;
+            Some(std::path::PathBuf::from(line.rsplit('=').next()?.trim()))
+        },
+    )
+    .await;
+    // Stopped with dev; dropped here too should dev not have stopped it.
+    let cluster = Cluster {
+        state: kubeconfig.parent().unwrap().to_path_buf(),
+        kubeconfig,
+    };
+    let client = cluster.client().await;
+    let ar = greeting_resource();
+    wait_for_crd(&client, &ar).await;
 
     apply(&client, &ar, "default", &greeting("first", "one"))
         .await
@@ -178,11 +194,16 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     .await;
     assert_eq!(labels.get(LABEL).map(String::as_str), Some("yes"));
 
-    // SIGTERM stops dev and the host it started.
+    // SIGTERM stops dev, the host and the control plane it started.
     let addr = dev.addr.clone();
     assert!(dev.terminate(), "wasmop dev did not stop on SIGTERM");
     assert!(
         std::net::TcpStream::connect(&addr).is_err(),
         "the host still listens on {addr}"
+    );
+    assert!(
+        !cluster.state.exists(),
+        "the local control plane's state is left: {}",
+        cluster.state.display()
     );
 }

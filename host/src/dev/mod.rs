@@ -64,7 +64,13 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
         None
     };
     let kubeconfig = match &cluster {
-        Some(c) => Some(c.kubeconfig.clone()),
+        Some(c) => {
+            println!(
+                "dev: local control plane up; for kubectl: export KUBECONFIG={}",
+                c.kubeconfig.display()
+            );
+            Some(c.kubeconfig.clone())
+        }
         None => args.kubeconfig.clone(),
     };
     let mut host = Command::new(std::env::current_exe()?);
