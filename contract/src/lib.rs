@@ -4,6 +4,30 @@
 //! Objects that cross the boundary as JSON strings appear here as parsed
 //! [`serde_json::Value`]s; the conversions live next to each side's bindings. Their serde
 //! form (camelCase YAML/JSON) is what `wasmop plan` prints and golden cases compare.
+//!
+//! A decision reads an [`Observed`] state and answers a [`Plan`], built step by step:
+//!
+//! ```
+//! use serde_json::json;
+//! use wasmop_contract::{Observed, Plan};
+//!
+//! let observed = Observed::new(json!({"apiVersion": "example.com/v1", "kind": "Web",
+//!     "metadata": {"name": "web", "namespace": "default", "uid": "u1"}}))
+//!     .with_related("pods", vec![json!({"metadata": {"name": "web-1"}})]);
+//! let pods = observed.related_values("pods").unwrap();
+//!
+//! let plan = Plan::new()
+//!     .apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!         "metadata": {"name": "web"}, "data": {"pods": pods.len().to_string()}}))
+//!     .normal("Counted", "1 pod")
+//!     .status(&json!({"pods": pods.len()}))
+//!     .requeue_after_ms(60_000);
+//! assert_eq!(plan.applied().count(), 1);
+//! // What `wasmop plan` prints and a golden case holds:
+//! let printed = serde_json::to_value(&plan).unwrap();
+//! assert_eq!(printed["requeueAfterMs"], 60_000);
+//! assert_eq!(printed["events"][0]["reason"], "Counted");
+//! ```
 
 mod builder;
 mod condition;

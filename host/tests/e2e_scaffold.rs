@@ -56,6 +56,24 @@ async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed, 0 failed"));
     println!("scaffold built and tested: {:?}", started.elapsed());
 
+    // The SDK as a git dependency instead: this repository, by a file:// URL.
+    let from_git = scratch.0.join("greeter-git");
+    let repo_url = format!("file://{}", repo().canonicalize().unwrap().display());
+    run_ok(
+        new_greeter_command("greeter-git", &from_git).args(["--sdk-git", &repo_url]),
+        "wasmop new --sdk-git",
+    );
+    let manifest = std::fs::read_to_string(from_git.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(&format!("git = \"{repo_url}\"")),
+        "{manifest}"
+    );
+    run_ok(
+        &mut cargo(&from_git, &["build", "--release"]),
+        "cargo build --release (SDK from git)",
+    );
+    assert!(component_of("greeter-git").is_file());
+
     // On the local control plane: the sample reaches its desired state.
     let cluster = Cluster::start("scaffold");
     let host = Host::start_files(&cluster.kubeconfig, &[wasm], &[], &[]);

@@ -100,12 +100,6 @@ impl SharedCaches {
         caches.insert(key, Arc::downgrade(&cache));
         cache
     }
-
-    /// How many caches are running (each one watch).
-    pub fn running(&self) -> usize {
-        let caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-        caches.values().filter(|c| c.strong_count() > 0).count()
-    }
 }
 
 /// One watch of a kind, its cache and its index by controlling owner.
