@@ -6,6 +6,7 @@
 //! [`observe`] (what a decision sees), [`offline`] (commands without a cluster),
 //! [`scaffold`] (`wasmop new`), [`dev`] (`wasmop dev`), [`cli`].
 
+pub mod checkout;
 pub mod cli;
 pub mod dev;
 pub mod observe;

@@ -98,6 +98,28 @@ async fn config_map_labels(
 
 const LABEL: &str = "greeter.example.com/edited";
 
+/// Applies a Greeting and waits for its ConfigMap; returns the ConfigMap's labels.
+async fn greet(
+    client: &Client,
+    name: &str,
+    message: &str,
+) -> std::collections::BTreeMap<String, String> {
+    apply(
+        client,
+        &greeting_resource(),
+        "default",
+        &greeting(name, message),
+    )
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(120),
+        &format!("the ConfigMap of Greeting {name}"),
+        || config_map_labels(client, name, message),
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     let scratch = Scratch::new("dev");
@@ -125,15 +147,7 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     let ar = greeting_resource();
     wait_for_crd(&client, &ar).await;
 
-    apply(&client, &ar, "default", &greeting("first", "one"))
-        .await
-        .unwrap();
-    eventually(
-        Duration::from_secs(120),
-        "the first Greeting's ConfigMap",
-        || config_map_labels(&client, "first", "one"),
-    )
-    .await;
+    greet(&client, "first", "one").await;
 
     // An edit: the ConfigMaps it writes get a label. Saved, built, swapped in.
     let lib = dir.join("src/lib.rs");
@@ -156,15 +170,7 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     )
     .await;
     let swap_s = saved.elapsed().as_secs_f64();
-    apply(&client, &ar, "default", &greeting("second", "two"))
-        .await
-        .unwrap();
-    let labels = eventually(
-        Duration::from_secs(60),
-        "the second Greeting's ConfigMap",
-        || config_map_labels(&client, "second", "two"),
-    )
-    .await;
+    let labels = greet(&client, "second", "two").await;
     assert_eq!(
         labels.get(LABEL).map(String::as_str),
         Some("yes"),
@@ -183,15 +189,7 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     let log = dev.text();
     assert!(log.contains("error"), "no compiler message:\n{log}");
     assert!(!swapped(&dev, 2), "a broken build was swapped in:\n{log}");
-    apply(&client, &ar, "default", &greeting("third", "three"))
-        .await
-        .unwrap();
-    let labels = eventually(
-        Duration::from_secs(60),
-        "the third Greeting's ConfigMap",
-        || config_map_labels(&client, "third", "three"),
-    )
-    .await;
+    let labels = greet(&client, "third", "three").await;
     assert_eq!(labels.get(LABEL).map(String::as_str), Some("yes"));
 
     // SIGTERM stops dev, the host and the control plane it started.

@@ -16,12 +16,7 @@ pub struct LocalCluster {
 
 /// The wasmop checkout around the current directory, else the one wasmop was built from.
 fn checkout() -> Option<PathBuf> {
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let here = std::env::current_dir().ok()?;
-    here.ancestors()
-        .chain(std::iter::once(built_from.as_path()))
-        .find(|d| d.join("tests/cluster/up").is_file())
-        .map(Path::to_path_buf)
+    crate::checkout::find(&std::env::current_dir().ok()?, "tests/cluster/up")
 }
 
 impl LocalCluster {

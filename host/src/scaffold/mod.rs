@@ -108,11 +108,9 @@ fn is_sdk(dir: &Path) -> bool {
 
 /// The SDK of the checkout around `from`, else of the checkout wasmop was built from.
 fn checkout_sdk(from: &Path) -> Option<PathBuf> {
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    from.ancestors()
-        .chain(std::iter::once(built_from.as_path()))
-        .map(|d| d.join("guests/sdk"))
-        .find(|d| is_sdk(d))
+    crate::checkout::find(from, "guests/sdk/Cargo.toml")
+        .map(|root| root.join("guests/sdk"))
+        .filter(|d| is_sdk(d))
 }
 
 fn sdk_dependency(args: &NewArgs) -> anyhow::Result<String> {
