@@ -57,8 +57,8 @@ host: setup
 	cargo build $(HOST_BUILD) $(HOST_PKGS)
 
 ## plugins: build the plugin components with the size profile, plus the test-only variants
-## (PodReplica v2 and v3, PodReplica under another name, a plugin that traps in info(), for
-## the hot-swap and identity tests). The variants
+## (PodReplica v2 and v3, PodReplica under another name, PodReplica trapping in every
+## reconcile, a plugin that traps in info(), for the hot-swap, identity and rollout tests). The variants
 ## are built first in the same target directory (only the two crates whose features differ
 ## are recompiled) and copied aside; the shipped build comes last, so the directory ends with it.
 plugins: setup $(PLUGIN_DIR)/variants.stamp
@@ -73,6 +73,8 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v3.wasm
 	$(PLUGIN_BUILD) --features podreplica/renamed
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_renamed.wasm
+	$(PLUGIN_BUILD) --features podreplica/broken
+	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_broken.wasm
 	touch $@
 
 ## cluster: build the local control plane (once per machine; cached under ~/.cache/wasmop)

@@ -32,6 +32,14 @@ pub enum Command {
     /// Upload a plugin version into the cluster (ConfigMap + WasmPlugin) and wait for the
     /// host's verdict.
     Push(crate::registry::push::PushArgs),
+    /// Make a WasmPlugin's candidate (pushed with --shadow or --canary) its active version;
+    /// every object is reconciled by it.
+    Promote(crate::registry::rollout::EndArgs),
+    /// Drop a WasmPlugin's candidate; the active version decides every object again.
+    Abort(crate::registry::rollout::EndArgs),
+    /// Run a plugin version against recorded decisions (`wasmop run --record`) and list
+    /// what it decides differently.
+    Replay(offline::replay::ReplayArgs),
     /// Print the CustomResourceDefinition of WasmPlugin (YAML).
     Crd,
     /// Create a new plugin crate (outside any workspace) that builds, tests and runs as is.
@@ -91,6 +99,9 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Run(a) => run_host((**a).clone()).map(|()| ExitCode::SUCCESS),
         Command::Push(a) => block_on(crate::registry::push::run(a)).map(exit_if),
+        Command::Promote(a) => block_on(crate::registry::rollout::run(a, true)).map(exit_if),
+        Command::Abort(a) => block_on(crate::registry::rollout::run(a, false)).map(exit_if),
+        Command::Replay(a) => offline::replay::run(a).map(exit_if),
         Command::Crd => print_wasmplugin_crd().map(|()| ExitCode::SUCCESS),
         Command::New(a) => crate::scaffold::run(a).map(|()| ExitCode::SUCCESS),
         Command::Dev(a) => block_on(crate::dev::run(a)).map(|()| ExitCode::SUCCESS),

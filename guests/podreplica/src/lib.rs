@@ -39,6 +39,8 @@ impl Plugin for PodReplicaPlugin {
                 concat!(env!("CARGO_PKG_VERSION"), "-v2").into()
             } else if cfg!(feature = "v3") {
                 concat!(env!("CARGO_PKG_VERSION"), "-v3").into()
+            } else if cfg!(feature = "broken") {
+                concat!(env!("CARGO_PKG_VERSION"), "-broken").into()
             } else {
                 env!("CARGO_PKG_VERSION").into()
             },
@@ -61,6 +63,9 @@ impl Plugin for PodReplicaPlugin {
     fn reconcile(
         observed: &wasmop_sdk::Observed,
     ) -> Result<wasmop_sdk::Plan, wasmop_sdk::ReconcileError> {
+        if cfg!(feature = "broken") {
+            panic!("the `broken` test build traps in every reconcile");
+        }
         decide::reconcile(observed)
     }
 }

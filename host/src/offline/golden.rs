@@ -70,7 +70,8 @@ pub fn case_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn read_case(path: &Path) -> anyhow::Result<Case> {
+/// Reads and checks one case file.
+pub fn read_case(path: &Path) -> anyhow::Result<Case> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read", path.display()))?;
     let case: Case =
@@ -79,7 +80,12 @@ fn read_case(path: &Path) -> anyhow::Result<Case> {
     Ok(case)
 }
 
-fn outcome_of(sandbox: &Sandbox, plugin: &LoadedPlugin, case: &Case) -> anyhow::Result<Outcome> {
+/// What `plugin` decides on the case's observed world.
+pub fn outcome_of(
+    sandbox: &Sandbox,
+    plugin: &LoadedPlugin,
+    case: &Case,
+) -> anyhow::Result<Outcome> {
     let now = parse_time(case.now.as_deref().unwrap_or(DEFAULT_NOW)).map_err(anyhow::Error::msg)?;
     decide(
         sandbox,

@@ -6,4 +6,5 @@ pub mod info;
 pub mod input;
 pub mod load;
 pub mod plan;
+pub mod replay;
 pub mod wasi_run;

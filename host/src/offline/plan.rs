@@ -2,35 +2,13 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::input::{complete_object, read_objects, read_one, to_yaml};
 use super::load::load_file;
 use crate::observe::observed_for;
-use crate::runtime::{CallError, Entry, Limits, LoadedPlugin, Plan, ReconcileError, Sandbox};
-
-/// The result of one decision, in the form printed and compared by golden cases.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Outcome {
-    /// The plugin returned a plan.
-    Plan(Plan),
-    /// The plugin answered with an error.
-    Error(ReconcileError),
-    /// The sandbox stopped the call (timeout, out of memory, trap, invalid output).
-    Fault(String),
-}
-
-impl From<Result<Result<Plan, ReconcileError>, CallError>> for Outcome {
-    fn from(r: Result<Result<Plan, ReconcileError>, CallError>) -> Self {
-        match r {
-            Ok(Ok(plan)) => Outcome::Plan(plan),
-            Ok(Err(e)) => Outcome::Error(e),
-            Err(e) => Outcome::Fault(e.to_string()),
-        }
-    }
-}
+pub use crate::runtime::Outcome;
+use crate::runtime::{Entry, Limits, LoadedPlugin, Sandbox};
 
 /// Parses an RFC 3339 time into milliseconds since the Unix epoch.
 pub fn parse_time(text: &str) -> Result<i64, String> {
@@ -136,6 +114,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::{Plan, ReconcileError};
 
     #[test]
     fn times_parse_or_explain() {

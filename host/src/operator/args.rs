@@ -79,6 +79,14 @@ pub struct RunArgs {
     /// Seconds to let running reconciles finish after SIGTERM.
     #[arg(long, env = "WASMOP_SHUTDOWN_SECONDS", default_value_t = 10)]
     pub shutdown_seconds: u64,
+    /// Record every plugin's decisions as golden cases under DIR/PLUGIN/ (for `wasmop replay`);
+    /// a WasmPlugin's `spec.record` turns it off or on for that plugin (into
+    /// /tmp/wasmop-records when no DIR is given).
+    #[arg(long, env = "WASMOP_RECORD", value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Recorded decisions kept per plugin (the oldest go first).
+    #[arg(long, env = "WASMOP_RECORD_MAX", default_value_t = 1000)]
+    pub record_max: usize,
     /// Log format: `text` or `json`.
     #[arg(long, env = "WASMOP_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,

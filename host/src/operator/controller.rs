@@ -49,6 +49,8 @@ pub struct ControllerDeps {
     pub fence: Arc<crate::ops::fence::Fence>,
     /// One watch and cache per related kind, shared by the plugins.
     pub caches: Arc<SharedCaches>,
+    /// Where decisions are recorded.
+    pub cases: Arc<crate::rollout::record::CaseRecorder>,
 }
 
 /// Which primaries an event of a related object concerns.
@@ -119,6 +121,7 @@ pub async fn run_controller(
     let mut controller =
         Controller::new_with(primary_api, watcher::Config::default(), primary_ar.clone());
     let primary_store = controller.store();
+    slot.set_primaries(primary_store.clone());
     let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
     let mut related = Vec::new();
     let mut listed = Vec::new();
@@ -176,6 +179,7 @@ pub async fn run_controller(
         expectations,
         synced: synced_rx,
         fence: deps.fence.clone(),
+        cases: deps.cases.clone(),
     });
 
     let readiness = {

@@ -14,8 +14,68 @@ use super::execute;
 use super::guard::PrimaryRef;
 use super::reconcile::Failure;
 use super::seen;
-use crate::ops::metrics::PluginLabels;
-use crate::runtime::{CallError, Entry, EventType, LoadedPlugin, Observed, Plan, ReconcileError};
+use crate::ops::metrics::{PluginLabels, RolloutLabels};
+use crate::rollout::record::Decision;
+use crate::rollout::shadow::{self, ShadowCall};
+use crate::rollout::{Divergence, Role};
+use crate::runtime::{
+    CallError, Entry, EventType, LoadedPlugin, Observed, Outcome, Plan, ReconcileError,
+};
+
+/// Beside the decision: the shadow candidate decides on the same observed value, a canary
+/// decision is counted, and the decision is recorded when the plugin's are.
+fn after(
+    ctx: &Context,
+    (plugin, role): (&Arc<LoadedPlugin>, &Role),
+    entry: Entry,
+    observed: Option<Observed>,
+    outcome: &Result<Result<Plan, ReconcileError>, CallError>,
+    object: String,
+    recording: bool,
+) {
+    let result = Outcome::of(outcome);
+    if let Role::Canary(c) = role {
+        let labels = RolloutLabels {
+            plugin: c.plugin.info.name.clone(),
+            candidate: c.plugin.info.version.clone(),
+            result: if result.is_fault() { "fault" } else { "canary" },
+        };
+        ctx.metrics.rollout_decisions.get_or_create(&labels).inc();
+        match &result {
+            Outcome::Fault(why) => c.stats.faulted(Divergence {
+                object: object.clone(),
+                time: shadow::now(),
+                diff: format!("candidate fault: {why}"),
+            }),
+            _ => c.stats.decided(),
+        }
+    }
+    let Some(observed) = observed else { return };
+    let (for_record, for_shadow) = match (recording, role) {
+        (true, Role::Shadowed(_)) => (Some(observed.clone()), Some(observed)),
+        (true, _) => (Some(observed), None),
+        (false, _) => (None, Some(observed)),
+    };
+    if let Some(observed) = for_record {
+        ctx.cases.record(Decision {
+            plugin: plugin.info.name.clone(),
+            version: plugin.info.version.clone(),
+            object: object.clone(),
+            observed,
+            outcome: result.clone(),
+        });
+    }
+    if let (Role::Shadowed(c), Some(observed)) = (role, for_shadow) {
+        let call = ShadowCall {
+            candidate: c.clone(),
+            entry,
+            observed,
+            active: result,
+            object,
+        };
+        shadow::spawn(&ctx.sandbox, &ctx.metrics, call);
+    }
+}
 
 /// What the decision step produced.
 pub enum Decided {
@@ -46,29 +106,38 @@ pub async fn not_ready(
 
 /// Calls `entry` of `plugin` on `observed`. An invalid spec is reported on the object and
 /// waits for a change; a plugin error or a sandbox fault is reported and retried with backoff.
+/// The candidate's part (`role`) and the recording happen beside it ([`after`]).
 pub async fn decide(
     ctx: &Context,
-    plugin: &Arc<LoadedPlugin>,
+    (plugin, role): (&Arc<LoadedPlugin>, &Role),
     (obj, primary, pref): (&DynamicObject, &Value, &PrimaryRef),
     entry: Entry,
     observed: Observed,
 ) -> Result<Decided, Failure> {
     let info = &plugin.info;
     let labels = PluginLabels::new(&info.name, &info.version);
+    let object = format!("{}/{}", pref.namespace.as_deref().unwrap_or(""), pref.name);
+    let recording = ctx.cases.records(ctx.slot.record_switch());
+    // The shadow and the recorder need the observed value after the call consumed it.
+    let copy = (recording || matches!(role, Role::Shadowed(_))).then(|| observed.clone());
     let call_started = Instant::now();
     let outcome = ctx
         .sandbox
-        .decide(
-            plugin.clone(),
-            entry,
-            observed,
-            format!("{}/{}", pref.namespace.as_deref().unwrap_or(""), pref.name),
-        )
+        .decide(plugin.clone(), entry, observed, object.clone())
         .await;
     ctx.metrics
         .sandbox_call_duration_seconds
         .get_or_create(&labels)
         .observe(call_started.elapsed().as_secs_f64());
+    after(
+        ctx,
+        (plugin, role),
+        entry,
+        copy,
+        &outcome,
+        object,
+        recording,
+    );
     match outcome {
         Ok(Ok(plan)) => Ok(Decided::Plan(plan)),
         Ok(Err(ReconcileError::InvalidSpec(msg))) => {

@@ -51,6 +51,10 @@ use crate::runtime::{Limits, Sandbox};
 
 /// The client configuration from `--kubeconfig`, else the usual inference (in-cluster
 /// inside a pod, `$KUBECONFIG` or `~/.kube/config` outside).
+/// Where decisions are recorded when a WasmPlugin asks for it and `--record` names no
+/// directory.
+pub const DEFAULT_RECORD_DIR: &str = "/tmp/wasmop-records";
+
 async fn client_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
     Ok(match kubeconfig {
         Some(path) => {
@@ -223,6 +227,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         debounce: Duration::from_millis(args.debounce_ms),
         fence: fence.clone(),
         caches: caches::SharedCaches::new(client.clone(), args.namespace.clone(), metrics.clone()),
+        cases: Arc::new(crate::rollout::record::CaseRecorder::start(
+            args.record
+                .clone()
+                .unwrap_or_else(|| DEFAULT_RECORD_DIR.into()),
+            args.record_max,
+            args.record.is_some(),
+        )),
     };
     let manager = Arc::new(Manager::new(
         deps,
@@ -237,6 +248,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .or_else(|| args.pod_namespace.clone())
         .unwrap_or_else(|| "default".into());
     if !args.no_uploads {
+        tokio::spawn(crate::registry::report::run(
+            client.clone(),
+            manager.clone(),
+            fence.clone(),
+            Reporter {
+                controller: "wasmop".into(),
+                instance: Some(identity(&args)),
+            },
+            shutdown_rx.clone(),
+        ));
         // Uploads first: after a restart the host runs what was pushed, not an older file.
         if let Err(e) = sources::load_cluster(&client, &manager, &plugin_ns).await {
             tracing::warn!(error = %e, namespace = %plugin_ns, "cannot list WasmPlugins (is the CRD installed?)");

@@ -28,6 +28,7 @@ use super::finalize::{self, Prepared};
 use super::guard::{PrimaryRef, Step, Violation};
 use super::observed::{observe, primary_of};
 use super::seen;
+use crate::rollout::Role;
 use crate::runtime::{CallError, Entry, EventType, LoadedPlugin, Plan, ReconcileError};
 
 /// Why a reconcile failed; each is retried with per-object backoff.
@@ -108,7 +109,10 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 
 /// A reconcile while leading: metrics around [`reconcile_with`].
 async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Failure> {
-    let plugin = ctx.slot.current();
+    // The active version, or the candidate for an object in a canary's share.
+    let (plugin, role) = ctx
+        .slot
+        .choose(obj.metadata.uid.as_deref().unwrap_or_default());
     let key = object_key(&obj);
     let span = tracing::info_span!("reconcile", plugin = %plugin.info.name, version = %plugin.info.version, object = %key);
     let started = Instant::now();
@@ -122,7 +126,9 @@ async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .clone();
     // Counted down on drop too: an abandoned reconcile leaves the gauge right.
     let _in_flight = InFlight::new(in_flight);
-    let result = reconcile_with(&obj, &ctx, &plugin).instrument(span).await;
+    let result = reconcile_with(&obj, &ctx, &plugin, &role)
+        .instrument(span)
+        .await;
     ctx.metrics.reconciles.get_or_create(&labels).inc();
     ctx.metrics
         .reconcile_duration_seconds
@@ -184,6 +190,7 @@ async fn reconcile_with(
     obj: &DynamicObject,
     ctx: &Context,
     plugin: &Arc<LoadedPlugin>,
+    role: &Role,
 ) -> Result<Action, Failure> {
     let info = &plugin.info;
     let (primary, pref) = primary_of(ctx, obj).map_err(Failure::Other)?;
@@ -195,7 +202,7 @@ async fn reconcile_with(
         Prepared::Done(action) => return Ok(action),
     };
     let (observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
-    let plan = match decide(ctx, plugin, (obj, &primary, &pref), entry, observed).await? {
+    let plan = match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
         Decided::Plan(plan) => plan,
         Decided::Done(action) => return Ok(action),
     };

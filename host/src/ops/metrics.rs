@@ -10,7 +10,8 @@
 //! `wasmop_reconcile_duration_seconds`, `wasmop_sandbox_call_duration_seconds`,
 //! `wasmop_sandbox_timeouts_total`, `wasmop_sandbox_traps_total`,
 //! `wasmop_rejected_plans_total`, `wasmop_queue_depth`, `wasmop_plugin_loads_total`,
-//! `wasmop_leader`, `wasmop_api_requests_total`.
+//! `wasmop_leader`, `wasmop_api_requests_total`, `wasmop_cached_objects`,
+//! `wasmop_cache_subscribers`, `wasmop_rollout_decisions_total`.
 
 use std::fmt;
 
@@ -179,6 +180,21 @@ pub struct Metrics {
     pub cached_objects: Family<CacheLabels, Gauge>,
     /// Plugins reading each shared cache of a related kind.
     pub cache_subscribers: Family<CacheLabels, Gauge>,
+    /// Decisions of candidate versions, by how they went.
+    pub rollout_decisions: Family<RolloutLabels, Counter>,
+}
+
+/// Labels of a candidate version's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RolloutLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// The candidate's version.
+    pub candidate: String,
+    /// `agree` or `diverge` (shadow: the same outcome as the active version's or not),
+    /// `fault` (the sandbox stopped the candidate), `canary` (a canary decision that was
+    /// carried out), `skipped` (a shadow decision dropped: too many were running).
+    pub result: &'static str,
 }
 
 /// Labels of a shared cache: its resource and label selector.
@@ -285,8 +301,16 @@ impl Metrics {
             cache_subscribers.clone(),
         );
 
+        let rollout_decisions = Family::<RolloutLabels, Counter>::default();
+        registry.register(
+            "rollout_decisions",
+            "Decisions of candidate versions (shadow or canary), by result",
+            rollout_decisions.clone(),
+        );
+
         Metrics {
             registry,
+            rollout_decisions,
             reconciles,
             reconcile_errors,
             reconcile_duration_seconds,

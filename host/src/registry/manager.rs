@@ -36,6 +36,7 @@ use crate::operator::controller::{ControllerDeps, run_controller};
 use crate::operator::finalize;
 use crate::ops::health::Health;
 use crate::ops::metrics::{LoadLabels, LoadResult, Metrics};
+use crate::rollout::{Candidate, Mode, Policy};
 use crate::runtime::{Limits, LoadError, LoadedPlugin, PluginInfo, Sandbox, digest_of};
 
 /// Why an offered version was refused.
@@ -322,9 +323,12 @@ impl Manager {
             r.plugin = Some(name);
             return Err(r);
         }
-        if let Some(r) = running.get(&name) {
+        if let Some(r) = running.get_mut(&name) {
             let current = r.slot.current();
             if current.digest == digest {
+                // The same bytes from an upload take over the file's plugin: it now runs
+                // from the upload (whose candidate and deletion then concern it).
+                r.origin = origin.to_string();
                 return Ok(Accepted {
                     info,
                     digest,
@@ -368,6 +372,127 @@ impl Manager {
             digest,
             change,
         })
+    }
+
+    /// Offers a candidate version for the plugin that runs from `origin`: it must be the same
+    /// plugin (name) and watch the same way (so it can be asked the very same question).
+    /// The same candidate again keeps its counts; a new mode or policy applies at once. Every
+    /// object is reconciled again, so the candidate meets each of them soon.
+    pub async fn offer_candidate(
+        &self,
+        origin: &str,
+        bytes: Vec<u8>,
+        mode: Mode,
+        policy: Policy,
+    ) -> Result<Accepted, Rejection> {
+        let digest = digest_of(&bytes);
+        let running = self.running.lock().await;
+        let Some(r) = running.values().find(|r| r.origin == origin) else {
+            return Err(Rejection::new(
+                "NoActiveVersion",
+                format!("nothing runs from {origin}: a candidate needs an active version"),
+            ));
+        };
+        let active = r.slot.current();
+        if let Some(old) = r.slot.candidate().filter(|c| c.plugin.digest == digest) {
+            let info = old.plugin.info.clone();
+            if old.mode == mode && old.policy == policy {
+                return Ok(Accepted {
+                    info,
+                    digest,
+                    change: Change::Unchanged,
+                });
+            }
+            r.slot.set_candidate(Some(Arc::new(Candidate {
+                plugin: old.plugin.clone(),
+                mode,
+                policy,
+                stats: old.stats.clone(),
+                in_flight: Default::default(),
+            })));
+            if old.mode != mode {
+                let _ = r.reconcile_all.unbounded_send(());
+            }
+            tracing::info!(plugin = %info.name, candidate = %info.version, mode = ?mode, "candidate mode or policy changed");
+            return Ok(Accepted {
+                info,
+                digest,
+                change: Change::Swapped,
+            });
+        }
+        let plugin = match self.deps.sandbox.load_async(bytes, self.limits).await {
+            Ok(p) => p,
+            Err(e) => return Err(Rejection::from_load(&e)),
+        };
+        let info = plugin.info.clone();
+        let name = &active.info.name;
+        if &info.name != name {
+            return Err(Rejection::new(
+                "CandidateNameDiffers",
+                format!(
+                    "{origin} runs plugin `{name}`; the candidate is named `{}`",
+                    info.name
+                ),
+            ));
+        }
+        if !same_watches(&active.info, &info) {
+            return Err(Rejection::new(
+                "CandidateWatchesDifferently",
+                format!(
+                    "the candidate declares other relations, primary kind or finalizer than {} {}: it could not decide on the same observed value; push it as the active version instead",
+                    name, active.info.version
+                ),
+            ));
+        }
+        let candidate = Candidate {
+            plugin: Arc::new(plugin),
+            mode,
+            policy,
+            stats: Default::default(),
+            in_flight: Default::default(),
+        };
+        r.slot.set_candidate(Some(Arc::new(candidate)));
+        let _ = r.reconcile_all.unbounded_send(());
+        tracing::info!(plugin = %name, active = %active.info.version, candidate = %info.version, %digest, mode = ?mode, "candidate decides beside the active version");
+        Ok(Accepted {
+            info,
+            digest,
+            change: Change::Started,
+        })
+    }
+
+    /// Drops the candidate of the plugin that runs from `origin`, if it has one; objects a
+    /// canary decided are reconciled again by the active version.
+    pub async fn drop_candidate(&self, origin: &str) {
+        let running = self.running.lock().await;
+        for r in running.values().filter(|r| r.origin == origin) {
+            if let Some(old) = r.slot.set_candidate(None) {
+                if matches!(old.mode, Mode::Canary(_)) {
+                    let _ = r.reconcile_all.unbounded_send(());
+                }
+                tracing::info!(plugin = %old.plugin.info.name, candidate = %old.plugin.info.version, "candidate dropped");
+            }
+        }
+    }
+
+    /// Sets whether the decisions of the plugin that runs from `origin` are recorded
+    /// (`None`: as the host's `--record` says).
+    pub async fn set_record(&self, origin: &str, on: Option<bool>) {
+        for r in self.running.lock().await.values() {
+            if r.origin == origin {
+                r.slot.set_record_switch(on);
+            }
+        }
+    }
+
+    /// The origin and slot of every plugin with a candidate.
+    pub async fn rollouts(&self) -> Vec<(String, Arc<PluginSlot>)> {
+        let running = self.running.lock().await;
+        running
+            .values()
+            .filter(|r| r.slot.candidate().is_some())
+            .map(|r| (r.origin.clone(), r.slot.clone()))
+            .collect()
     }
 
     /// Stops the plugins that came from `origin`; the objects they made stay, but their

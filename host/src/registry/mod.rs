@@ -1,10 +1,13 @@
 //! Plugin versions and where they come from: the `WasmPlugin` resource ([`wasmplugin`]),
-//! bytes in ConfigMaps ([`bytes`]), `wasmop push` ([`push`]), the plugins directory and the
+//! bytes in ConfigMaps ([`bytes`]), `wasmop push` ([`push`]), promotion and abort
+//! of a candidate ([`rollout`]) and its counts in the status ([`report`]), the plugins directory and the
 //! cluster as sources ([`sources`]), and the [`manager`] that swaps versions.
 
 pub mod bytes;
 pub mod manager;
 pub mod push;
+pub mod report;
+pub mod rollout;
 pub mod sources;
 pub mod wasmplugin;
 

@@ -1,6 +1,11 @@
 //! `wasmop push NAME FILE.wasm`: uploads a plugin version into the cluster (a ConfigMap
 //! with the compressed bytes and a `WasmPlugin` pointing at them), then waits for the
-//! host's verdict.
+//! host's verdict. With `--shadow` or `--canary P` the version becomes the WasmPlugin's
+//! candidate beside the active one instead.
+//!
+//! Two ConfigMaps per plugin, `wasmplugin-NAME` and `wasmplugin-NAME-alt`: a push writes the
+//! one the active version does not use, so the bytes the host may need again (after a
+//! restart) are never overwritten, also once a candidate was promoted.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,6 +48,39 @@ pub struct PushArgs {
     /// How long to wait for the verdict, in seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// Push as the candidate in shadow: it decides beside the active version on every
+    /// reconcile, nothing it plans is carried out, the two are compared.
+    #[arg(long, conflicts_with = "canary")]
+    pub shadow: bool,
+    /// Push as a canary deciding (and acting) for this percentage of the objects.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub canary: Option<u8>,
+    /// With --shadow/--canary: the host promotes the candidate after this many decisions
+    /// in a row without divergence (shadow) or fault (canary).
+    #[arg(long, value_name = "K")]
+    pub promote_after: Option<u64>,
+    /// With --shadow/--canary: the host aborts the candidate once this percentage of its
+    /// decisions were faults.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub abort_fault_percent: Option<u8>,
+    /// Candidate decisions before the fault rate is judged (default 10).
+    #[arg(long, value_name = "N")]
+    pub abort_min_decisions: Option<u64>,
+}
+
+impl PushArgs {
+    fn is_candidate(&self) -> bool {
+        self.shadow || self.canary.is_some()
+    }
+}
+
+/// The ConfigMap a push writes: the one of the two that the active version does not use.
+pub fn config_map_for(name: &str, current: Option<&WasmPlugin>) -> String {
+    let main = format!("wasmplugin-{name}");
+    match current {
+        Some(wp) if wp.spec.config_map.name == main => format!("{main}-alt"),
+        _ => main,
+    }
 }
 
 /// Runs `wasmop push`; returns whether the host accepted the version (true with `--no-wait`).
@@ -53,12 +91,33 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
             args.name
         );
     }
+    if !args.is_candidate()
+        && (args.promote_after.is_some()
+            || args.abort_fault_percent.is_some()
+            || args.abort_min_decisions.is_some())
+    {
+        anyhow::bail!(
+            "--promote-after, --abort-fault-percent and --abort-min-decisions go with --shadow or --canary"
+        );
+    }
     let component = std::fs::read(&args.file)
         .with_context(|| format!("{}: cannot read", args.file.display()))?;
     let (compressed, digest) =
         pack(&component).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let client = client(args.kubeconfig.as_deref()).await?;
-    let cm_name = format!("wasmplugin-{}", args.name);
+    let wps: Api<WasmPlugin> = Api::namespaced(client.clone(), &args.namespace);
+    let current = wps
+        .get_opt(&args.name)
+        .await
+        .context("reading the WasmPlugin")?;
+    if args.is_candidate() && current.is_none() {
+        anyhow::bail!(
+            "WasmPlugin {}/{} does not exist: a candidate goes beside an active version (push one without --shadow/--canary first)",
+            args.namespace,
+            args.name
+        );
+    }
+    let cm_name = config_map_for(&args.name, current.as_ref());
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(cm_name.clone()),
@@ -80,16 +139,50 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     cms.patch(&cm_name, &pp, &Patch::Apply(&cm))
         .await
         .context("writing the ConfigMap")?;
-    let wps: Api<WasmPlugin> = Api::namespaced(client.clone(), &args.namespace);
+    let source = json!({"name": cm_name, "key": DEFAULT_KEY});
+    let spec = match current.as_ref().filter(|_| args.is_candidate()) {
+        // The active version stays; the rollout names the candidate.
+        Some(wp) => {
+            let mut rollout = json!({"configMap": source, "sha256": digest,
+                "strategy": if args.shadow { "Shadow" } else { "Canary" }});
+            for (key, value) in [
+                ("canaryPercent", args.canary.map(u64::from)),
+                ("promoteAfter", args.promote_after),
+                ("abortFaultPercent", args.abort_fault_percent.map(u64::from)),
+                ("abortMinDecisions", args.abort_min_decisions),
+            ] {
+                if let Some(v) = value {
+                    rollout[key] = json!(v);
+                }
+            }
+            json!({"configMap": wp.spec.config_map, "sha256": wp.spec.sha256, "rollout": rollout})
+        }
+        None => json!({"configMap": source, "sha256": digest}),
+    };
+    let mut spec = spec;
+    // The recording switch stays as it was.
+    if let Some(on) = current.as_ref().and_then(|wp| wp.spec.record) {
+        spec["record"] = json!(on);
+    }
     let wp = json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": args.name, "namespace": args.namespace},
-        "spec": {"configMap": {"name": cm_name, "key": DEFAULT_KEY}, "sha256": digest}});
-    let written = wps
+        "metadata": {"name": args.name, "namespace": args.namespace}, "spec": spec});
+    let mut written = wps
         .patch(&args.name, &pp, &Patch::Apply(&wp))
         .await
         .context("writing the WasmPlugin")?;
+    // A plain push ends a rollout (also one another field manager started).
+    if !args.is_candidate() && written.spec.rollout.is_some() {
+        written = super::rollout::patch_spec(&wps, &args.name, &super::rollout::abort_patch())
+            .await
+            .context("ending the rollout")?;
+    }
+    let role = match (args.shadow, args.canary) {
+        (true, _) => "the shadow candidate of ".to_string(),
+        (_, Some(p)) => format!("a {p}% canary of "),
+        _ => String::new(),
+    };
     println!(
-        "pushed {} ({} bytes, {} compressed) as WasmPlugin {}/{} with {digest}",
+        "pushed {} ({} bytes, {} compressed) as {role}WasmPlugin {}/{} with {digest}",
         args.file.display(),
         component.len(),
         compressed.len(),
@@ -102,11 +195,18 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     let generation = written.metadata.generation;
     // A watch, not a poll: the verdict is printed the moment the host writes it.
     let config = watcher::Config::default().fields(&format!("metadata.name={}", args.name));
+    let candidate = args.is_candidate();
     let verdicts = watcher(wps, config)
         .default_backoff()
         .applied_objects()
         .filter_map(|wp| {
-            futures::future::ready(wp.ok().and_then(|wp| verdict(&wp, generation, &digest)))
+            futures::future::ready(wp.ok().and_then(|wp| {
+                if candidate {
+                    candidate_verdict(&wp, generation, &digest)
+                } else {
+                    verdict(&wp, generation, &digest)
+                }
+            }))
         });
     let mut verdicts = std::pin::pin!(verdicts);
     match tokio::time::timeout(Duration::from_secs(args.timeout), verdicts.next()).await {
@@ -122,9 +222,36 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     }
 }
 
+/// The host's verdict on the candidate of `generation`, if it has written one: loaded
+/// (`digest` decides beside the active version) or refused, and the line to print.
+pub fn candidate_verdict(
+    wp: &WasmPlugin,
+    generation: Option<i64>,
+    digest: &str,
+) -> Option<(bool, String)> {
+    let status = wp
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation == generation)?;
+    let c = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Candidate" && c.observed_generation == generation)?;
+    let loaded = status.candidate.as_ref().map(|c| c.digest.as_str()) == Some(digest);
+    if c.status == "True" && loaded {
+        return Some((true, format!("candidate accepted: {}", c.message)));
+    }
+    (c.status == "False").then(|| {
+        (
+            false,
+            format!("candidate refused: {}: {}", c.reason, c.message),
+        )
+    })
+}
+
 /// The host's verdict on `generation` of the WasmPlugin, if it has written one: accepted
 /// (with the pushed `digest` running) or refused, and the line to print.
-fn verdict(wp: &WasmPlugin, generation: Option<i64>, digest: &str) -> Option<(bool, String)> {
+pub fn verdict(wp: &WasmPlugin, generation: Option<i64>, digest: &str) -> Option<(bool, String)> {
     let status = wp
         .status
         .as_ref()

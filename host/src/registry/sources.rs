@@ -12,12 +12,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::bytes::unpack;
 use super::manager::{Accepted, Manager, Rejection};
-use super::wasmplugin::{DEFAULT_KEY, WasmPlugin};
+use super::wasmplugin::{ConfigMapSource, DEFAULT_KEY, WasmPlugin};
 use crate::operator::plugins::plugin_files;
 
 type Stamp = (SystemTime, u64);
@@ -39,6 +39,9 @@ pub async fn watch_dir(
 ) {
     let mut seen: HashMap<PathBuf, Stamp> = HashMap::new();
     let mut superseded: HashMap<PathBuf, String> = HashMap::new();
+    // The plugin each accepted file runs; an upload may take it over (same name), and once
+    // that upload is deleted the file is offered again.
+    let mut accepted: HashMap<PathBuf, String> = HashMap::new();
     loop {
         let mut retry = Vec::new();
         for (path, name) in &superseded {
@@ -46,6 +49,14 @@ pub async fn watch_dir(
             if !origin.is_some_and(|o| o.starts_with("cluster:")) {
                 retry.push(path.clone());
             }
+        }
+        for (path, name) in &accepted {
+            if manager.origin_of(name).await.is_none() {
+                retry.push(path.clone());
+            }
+        }
+        for path in &retry {
+            accepted.remove(path);
         }
         for path in retry {
             superseded.remove(&path);
@@ -61,6 +72,7 @@ pub async fn watch_dir(
         for path in gone {
             seen.remove(&path);
             superseded.remove(&path);
+            accepted.remove(&path);
             tracing::info!(file = %path.display(), "plugin file removed");
             manager.remove(&format!("dir:{}", path.display())).await;
         }
@@ -76,7 +88,8 @@ pub async fn watch_dir(
             let origin = format!("dir:{}", path.display());
             match manager.offer(&origin, bytes).await {
                 Ok(a) => {
-                    tracing::info!(file = %path.display(), plugin = %a.info.name, version = %a.info.version, change = ?a.change, "plugin file accepted")
+                    tracing::info!(file = %path.display(), plugin = %a.info.name, version = %a.info.version, change = ?a.change, "plugin file accepted");
+                    accepted.insert(path.clone(), a.info.name.clone());
                 }
                 Err(r) if r.reason == "Superseded" => {
                     tracing::info!(file = %path.display(), "{r}");
@@ -104,10 +117,15 @@ fn origin_of(wp: &WasmPlugin) -> String {
     )
 }
 
-async fn fetch(client: &Client, wp: &WasmPlugin) -> Result<Vec<u8>, Rejection> {
-    let ns = wp.metadata.namespace.as_deref().unwrap_or("default");
+/// The component in ConfigMap `src` of namespace `ns`, checked against `sha256`.
+async fn fetch(
+    client: &Client,
+    ns: Option<&str>,
+    src: &ConfigMapSource,
+    sha256: &str,
+) -> Result<Vec<u8>, Rejection> {
+    let ns = ns.unwrap_or("default");
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let src = &wp.spec.config_map;
     let key = src.key.as_deref().unwrap_or(DEFAULT_KEY);
     let cm = api
         .get_opt(&src.name)
@@ -129,7 +147,7 @@ async fn fetch(client: &Client, wp: &WasmPlugin) -> Result<Vec<u8>, Rejection> {
                 format!("ConfigMap {ns}/{} has no binaryData key `{key}`", src.name),
             )
         })?;
-    unpack(&data.0, &wp.spec.sha256).map_err(|e| {
+    unpack(&data.0, sha256).map_err(|e| {
         let reason = if matches!(e, super::bytes::BytesError::DigestMismatch { .. }) {
             "DigestMismatch"
         } else {
@@ -139,43 +157,71 @@ async fn fetch(client: &Client, wp: &WasmPlugin) -> Result<Vec<u8>, Rejection> {
     })
 }
 
-/// Writes the status of `wp` for the outcome, unless it already says so.
-async fn write_status(client: &Client, wp: &WasmPlugin, outcome: &Result<Accepted, Rejection>) {
+/// The `type` condition for an outcome: `(status, reason, message)`.
+fn condition_of(
+    outcome: &Result<Accepted, Rejection>,
+    what: &str,
+) -> (&'static str, String, String) {
+    match outcome {
+        Ok(a) => (
+            "True",
+            "Loaded".to_string(),
+            format!("{what} {} {} ({:?})", a.info.name, a.info.version, a.change),
+        ),
+        Err(r) => ("False", r.reason.to_string(), r.message.clone()),
+    }
+}
+
+/// Writes the status of `wp` for the outcome of its active version and of its candidate
+/// (when the spec names one), unless it already says so.
+async fn write_status(
+    client: &Client,
+    wp: &WasmPlugin,
+    outcome: &Result<Accepted, Rejection>,
+    candidate: Option<&Result<Accepted, Rejection>>,
+) {
     let ns = wp.metadata.namespace.as_deref().unwrap_or("default");
     let name = wp.metadata.name.as_deref().unwrap_or_default();
     let generation = wp.metadata.generation;
-    let (ready, reason, message) = match outcome {
-        Ok(a) => (
-            "True",
-            "Loaded",
-            format!(
-                "running {} {} ({:?})",
-                a.info.name, a.info.version, a.change
-            ),
-        ),
-        Err(r) => ("False", r.reason, r.message.clone()),
-    };
     let old = wp.status.clone().unwrap_or_default();
-    let prev = old.conditions.iter().find(|c| c.type_ == "Ready");
-    let unchanged_condition = prev.is_some_and(|c| {
-        c.status == ready && c.reason == reason && c.observed_generation == generation
-    });
-    if old.observed_generation == generation && unchanged_condition {
-        return;
-    }
     let now = jiff::Timestamp::now()
         .round(jiff::Unit::Second)
         .unwrap_or_else(|_| jiff::Timestamp::now())
         .to_string();
-    let transition = prev
-        .filter(|c| c.status == ready)
-        .map(|c| c.last_transition_time.clone())
-        .unwrap_or(now);
-    let mut status = json!({
-        "observedGeneration": generation,
-        "conditions": [{"type": "Ready", "status": ready, "reason": reason, "message": message,
-                        "lastTransitionTime": transition, "observedGeneration": generation}],
-    });
+    let mut wanted = vec![("Ready", condition_of(outcome, "running"))];
+    if let Some(c) = candidate {
+        wanted.push((
+            "Candidate",
+            condition_of(c, "deciding beside the active version:"),
+        ));
+    }
+    let unchanged = old.observed_generation == generation
+        && old.conditions.len() == wanted.len()
+        && wanted.iter().all(|(t, (status, reason, _))| {
+            old.conditions.iter().any(|c| {
+                c.type_ == *t
+                    && c.status == *status
+                    && c.reason == *reason
+                    && c.observed_generation == generation
+            })
+        });
+    if unchanged {
+        return;
+    }
+    let conditions: Vec<Value> = wanted
+        .iter()
+        .map(|(t, (status, reason, message))| {
+            let transition = old
+                .conditions
+                .iter()
+                .find(|c| c.type_ == *t && c.status == *status)
+                .map(|c| c.last_transition_time.clone())
+                .unwrap_or_else(|| now.clone());
+            json!({"type": t, "status": status, "reason": reason, "message": message,
+                   "lastTransitionTime": transition, "observedGeneration": generation})
+        })
+        .collect();
+    let mut status = json!({"observedGeneration": generation, "conditions": conditions});
     match outcome {
         Ok(a) => {
             status["pluginName"] = json!(a.info.name);
@@ -193,6 +239,14 @@ async fn write_status(client: &Client, wp: &WasmPlugin, outcome: &Result<Accepte
             status["digest"] = json!(old.digest);
             status["primaryKind"] = json!(old.primary_kind);
         }
+    }
+    if let (Some(Ok(c)), Some(r)) = (candidate, wp.spec.rollout.as_ref()) {
+        let mut cand = json!({"version": c.info.version, "digest": c.digest,
+            "mode": r.mode().name()});
+        if let crate::rollout::Mode::Canary(p) = r.mode() {
+            cand["canaryPercent"] = json!(p);
+        }
+        status["candidate"] = cand;
     }
     let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
     let patch =
@@ -216,12 +270,62 @@ async fn write_status(client: &Client, wp: &WasmPlugin, outcome: &Result<Accepte
     }
 }
 
-/// Handles one WasmPlugin: fetch, verify, offer, report (the log line says how long each
-/// part took: fetching the ConfigMap, loading the version, in all with the status written).
+/// Offers the candidate the spec of `wp` names (fetched like the active version), or drops
+/// the one that runs when the spec names none or the active version was refused.
+async fn handle_candidate(
+    client: &Client,
+    manager: &Manager,
+    wp: &WasmPlugin,
+    origin: &str,
+    active: &Result<Accepted, Rejection>,
+) -> Option<Result<Accepted, Rejection>> {
+    let Some(r) = wp.spec.rollout.as_ref() else {
+        manager.drop_candidate(origin).await;
+        return None;
+    };
+    if active.is_err() {
+        manager.drop_candidate(origin).await;
+        return Some(Err(Rejection::new(
+            "NoActiveVersion",
+            "the active version of this spec was refused; a candidate goes beside a running active version",
+        )));
+    }
+    if r.strategy == super::wasmplugin::Strategy::Canary && r.canary_percent.is_none() {
+        manager.drop_candidate(origin).await;
+        return Some(Err(Rejection::new(
+            "InvalidRollout",
+            "strategy Canary needs canaryPercent (0-100)",
+        )));
+    }
+    let outcome = match fetch(
+        client,
+        wp.metadata.namespace.as_deref(),
+        &r.config_map,
+        &r.sha256,
+    )
+    .await
+    {
+        Ok(bytes) => {
+            manager
+                .offer_candidate(origin, bytes, r.mode(), r.policy())
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    if outcome.is_err() {
+        manager.drop_candidate(origin).await;
+    }
+    Some(outcome)
+}
+
+/// Handles one WasmPlugin: fetch, verify, offer (the active version, then the candidate),
+/// report (the log line says how long each part took: fetching the ConfigMap, loading the
+/// version, in all with the status written).
 pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_startup: bool) {
     let origin = origin_of(wp);
     let started = std::time::Instant::now();
-    let (outcome, fetch_ms) = match fetch(client, wp).await {
+    let ns = wp.metadata.namespace.as_deref();
+    let (outcome, fetch_ms) = match fetch(client, ns, &wp.spec.config_map, &wp.spec.sha256).await {
         Ok(bytes) => {
             let fetched = started.elapsed().as_millis();
             (manager.offer(&origin, bytes).await, fetched)
@@ -229,7 +333,9 @@ pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_star
         Err(r) => (Err(r), started.elapsed().as_millis()),
     };
     let load_ms = started.elapsed().as_millis() - fetch_ms;
-    write_status(client, wp, &outcome).await;
+    let candidate = handle_candidate(client, manager, wp, &origin, &outcome).await;
+    manager.set_record(&origin, wp.spec.record).await;
+    write_status(client, wp, &outcome, candidate.as_ref()).await;
     let total_ms = started.elapsed().as_millis();
     match &outcome {
         Ok(a) => {
@@ -238,6 +344,15 @@ pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_star
         Err(r) => {
             tracing::warn!(%origin, reason = r.reason, fetch_ms, load_ms, total_ms, "WasmPlugin refused: {}", r.message)
         }
+    }
+    match &candidate {
+        Some(Ok(a)) => {
+            tracing::info!(%origin, candidate = %a.info.version, change = ?a.change, "rollout candidate accepted")
+        }
+        Some(Err(r)) => {
+            tracing::warn!(%origin, reason = r.reason, "rollout candidate refused: {}", r.message)
+        }
+        None => {}
     }
 }
 

@@ -1,6 +1,8 @@
 //! The `WasmPlugin` custom resource: a plugin version uploaded into the cluster. Its bytes
 //! live gzip-compressed in a ConfigMap's `binaryData` (so Kubernetes RBAC decides who may
 //! upload); the spec carries their sha256 and the status says whether the host took it.
+//! A `rollout` in the spec names a candidate version that decides beside the active one
+//! (shadow or canary, see [`crate::rollout`]); the status counts how the two compare.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -22,7 +24,10 @@ pub const DEFAULT_KEY: &str = "plugin.wasm.gz";
     shortname = "wp",
     printcolumn = r#"{"name":"Primary","type":"string","jsonPath":".status.primaryKind"}"#,
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.pluginVersion"}"#,
-    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.digest"}"#,
+    printcolumn = r#"{"name":"Candidate","type":"string","jsonPath":".status.candidate.version"}"#,
+    printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".status.candidate.mode"}"#,
+    printcolumn = r#"{"name":"Agreement","type":"string","jsonPath":".status.rollout.agreement"}"#,
+    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.digest","priority":1}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
@@ -34,6 +39,78 @@ pub struct WasmPluginSpec {
     /// `sha256:<hex>` of the uncompressed component; the host refuses other bytes.
     #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
     pub sha256: String,
+    /// A candidate version deciding beside the active one, until promoted or aborted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+    /// Record this plugin's decisions as golden cases (default: as `wasmop run --record`
+    /// says: on when it names a directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<bool>,
+}
+
+/// How a candidate takes part in the decisions.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Strategy {
+    /// Decides on every reconcile next to the active version, on the same observed value;
+    /// only the active plan is carried out, and the two are compared.
+    Shadow,
+    /// Decides and acts for the objects whose UID hashes below `canaryPercent`.
+    Canary,
+}
+
+/// A candidate version and the rules of its rollout.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// Where the candidate's bytes are.
+    pub config_map: ConfigMapSource,
+    /// `sha256:<hex>` of the uncompressed candidate component.
+    #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
+    pub sha256: String,
+    /// `Shadow` or `Canary`.
+    pub strategy: Strategy,
+    /// Percentage of the objects the canary decides (0–100; `Canary` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub canary_percent: Option<u8>,
+    /// Promote the candidate by itself after this many decisions in a row that agree with
+    /// the active version (shadow) or end without a fault (canary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub promote_after: Option<u64>,
+    /// Abort by itself once this percentage of the candidate's decisions were faults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub abort_fault_percent: Option<u8>,
+    /// Candidate decisions before the fault rate is judged (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort_min_decisions: Option<u64>,
+}
+
+impl Rollout {
+    /// Decisions before the fault rate is judged, when none is given.
+    pub const DEFAULT_MIN_DECISIONS: u64 = 10;
+
+    /// The mode this rollout asks for.
+    pub fn mode(&self) -> crate::rollout::Mode {
+        match self.strategy {
+            Strategy::Shadow => crate::rollout::Mode::Shadow,
+            Strategy::Canary => {
+                crate::rollout::Mode::Canary(self.canary_percent.unwrap_or(0).min(100))
+            }
+        }
+    }
+
+    /// When the host ends this rollout by itself.
+    pub fn policy(&self) -> crate::rollout::Policy {
+        crate::rollout::Policy {
+            promote_after: self.promote_after,
+            abort_fault_percent: self.abort_fault_percent,
+            min_decisions: self
+                .abort_min_decisions
+                .unwrap_or(Self::DEFAULT_MIN_DECISIONS),
+        }
+    }
 }
 
 /// A key of a ConfigMap in the WasmPlugin's namespace.
@@ -66,9 +143,70 @@ pub struct WasmPluginStatus {
     /// Digest of the version the host runs (or refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
-    /// `Ready`: the version is loaded and running.
+    /// `Ready`: the version is loaded and running; `Candidate`: the rollout's candidate is
+    /// loaded and decides beside it.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// The candidate of the rollout, once loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidateStatus>,
+    /// How the candidate's decisions went (refreshed every few seconds while it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// The candidate version the host loaded.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateStatus {
+    /// Version the candidate declares.
+    pub version: String,
+    /// Its digest.
+    pub digest: String,
+    /// `Shadow` or `Canary`.
+    pub mode: String,
+    /// The canary's share, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_percent: Option<u8>,
+}
+
+/// How a candidate's decisions compare with the active version's.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// Digest of the candidate these counts are about.
+    pub digest: String,
+    /// Decisions the candidate made.
+    pub decisions: u64,
+    /// Shadow decisions equal to the active version's.
+    pub agreements: u64,
+    /// Shadow decisions that differed.
+    pub divergences: u64,
+    /// Candidate calls the sandbox stopped.
+    pub faults: u64,
+    /// Agreeing (shadow) or fault-free (canary) decisions in a row.
+    pub streak: u64,
+    /// Share of the shadow decisions that agreed, like `98.5%` (`-` before the first one).
+    pub agreement: String,
+    /// Primary objects the active version decides.
+    pub objects_active: u64,
+    /// Primary objects the candidate decides (canary).
+    pub objects_candidate: u64,
+    /// The last divergences and faults, oldest first.
+    #[serde(default)]
+    pub last_divergences: Vec<DivergenceStatus>,
+}
+
+/// One decision where the candidate differed.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DivergenceStatus {
+    /// `namespace/name` of the primary object.
+    pub object: String,
+    /// When.
+    pub time: String,
+    /// Unified diff from the active outcome to the candidate's, or the fault.
+    pub diff: String,
 }
 
 #[cfg(test)]
@@ -92,7 +230,17 @@ mod tests {
             .collect();
         assert_eq!(
             cols,
-            ["Primary", "Version", "Digest", "Ready", "Reason", "Age"]
+            [
+                "Primary",
+                "Version",
+                "Candidate",
+                "Mode",
+                "Agreement",
+                "Digest",
+                "Ready",
+                "Reason",
+                "Age"
+            ]
         );
     }
 }

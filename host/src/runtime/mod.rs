@@ -3,7 +3,7 @@
 //!
 //! Split by concern: [`engine`] (engine and epoch ticker), [`limits`] (per-call limits),
 //! [`store`] (what a store holds), `wasi` (the WASI a plugin gets), [`plugin`] (a loaded version), [`call`] (one call and
-//! failure classification), [`budget`] (limits on what a plugin returns), [`validate`] (checks of `info()`), [`types`] (plain types of
+//! failure classification), [`budget`] (limits on what a plugin returns), [`validate`] (checks of `info()`), [`outcome`] (a decision's result as data), [`types`] (plain types of
 //! the contract) and `bindings` (the generated code, private).
 
 mod bindings;
@@ -12,6 +12,7 @@ pub mod call;
 pub mod engine;
 pub mod error;
 pub mod limits;
+pub mod outcome;
 pub mod plugin;
 mod sandbox;
 pub mod store;
@@ -23,6 +24,7 @@ pub use call::Entry;
 pub use engine::{EngineConfig, SandboxEngine};
 pub use error::{CallError, LoadError};
 pub use limits::Limits;
+pub use outcome::Outcome;
 pub use plugin::{LoadedPlugin, digest_of};
 pub use sandbox::Sandbox;
 pub use store::CallContext;

@@ -1,0 +1,237 @@
+//! The rollout reporter: every few seconds, for each plugin with a candidate, the counts of
+//! the candidate's decisions go into its WasmPlugin's `status.rollout` (field manager
+//! `wasmop-rollout`, beside the host's own status fields), and the rollout's policy is
+//! judged: the host promotes or aborts by itself, with an Event on the WasmPlugin saying why.
+//! Only the leader reports (its writes are the only ones the fence lets out).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::manager::Manager;
+use super::rollout::{abort_patch, patch_spec, promote_patch};
+use super::wasmplugin::{DivergenceStatus, RolloutStatus, WasmPlugin};
+use crate::operator::context::PluginSlot;
+use crate::ops::fence::{Fence, is_fenced_off};
+use crate::rollout::canary::in_canary;
+use crate::rollout::{Candidate, Counts, Mode, Verdict};
+
+/// How often the counts are written.
+pub const EVERY: Duration = Duration::from_secs(1);
+
+/// `namespace` and `name` of the WasmPlugin an origin (`cluster:NS/NAME`) names.
+fn wasmplugin_of(origin: &str) -> Option<(&str, &str)> {
+    origin.strip_prefix("cluster:")?.split_once('/')
+}
+
+/// Share of the shadow decisions that agreed, like `98.5%`.
+pub fn agreement(c: &Counts) -> String {
+    let compared = c.agreements + c.divergences + c.faults;
+    if compared == 0 {
+        return "-".into();
+    }
+    let percent = c.agreements as f64 * 100.0 / compared as f64;
+    format!("{}%", (percent * 10.0).round() / 10.0)
+}
+
+/// Primary objects decided by the active version and by the candidate.
+fn objects(slot: &PluginSlot, mode: Mode) -> (u64, u64) {
+    let Some(store) = slot.primaries() else {
+        return (0, 0);
+    };
+    let all = store.state();
+    let canary = match mode {
+        Mode::Shadow => 0,
+        Mode::Canary(p) => all
+            .iter()
+            .filter(|o| in_canary(o.metadata.uid.as_deref().unwrap_or_default(), p))
+            .count() as u64,
+    };
+    (all.len() as u64 - canary, canary)
+}
+
+/// The `status.rollout` of a candidate now.
+pub fn status_of(c: &Candidate, slot: &PluginSlot) -> RolloutStatus {
+    let counts = c.stats.counts();
+    let (objects_active, objects_candidate) = objects(slot, c.mode);
+    RolloutStatus {
+        digest: c.plugin.digest.clone(),
+        decisions: counts.decisions,
+        agreements: counts.agreements,
+        divergences: counts.divergences,
+        faults: counts.faults,
+        streak: counts.streak,
+        agreement: match c.mode {
+            Mode::Shadow => agreement(&counts),
+            Mode::Canary(_) => "-".into(),
+        },
+        objects_active,
+        objects_candidate,
+        last_divergences: counts
+            .recent
+            .iter()
+            .map(|d| DivergenceStatus {
+                object: d.object.clone(),
+                time: d.time.clone(),
+                diff: d.diff.clone(),
+            })
+            .collect(),
+    }
+}
+
+async fn apply_rollout_status(
+    api: &Api<WasmPlugin>,
+    name: &str,
+    status: Option<&RolloutStatus>,
+) -> Result<(), kube::Error> {
+    let status = match status {
+        Some(s) => json!({"rollout": s}),
+        None => json!({}),
+    };
+    let patch =
+        json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "status": status});
+    api.patch_status(
+        name,
+        &PatchParams::apply("wasmop-rollout").force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Promotes or aborts the candidate `digest` of WasmPlugin `name` as the policy asked,
+/// unless the spec names another candidate by now; an Event says why.
+async fn end_rollout(
+    api: &Api<WasmPlugin>,
+    recorder: &Recorder,
+    name: &str,
+    digest: &str,
+    verdict: &Verdict,
+) -> Result<(), kube::Error> {
+    let Some(wp) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    if wp.spec.rollout.as_ref().map(|r| r.sha256.as_str()) != Some(digest) {
+        return Ok(());
+    }
+    let (reason, why, patch) = match verdict {
+        Verdict::Promote(why) => ("RolloutPromoted", why, promote_patch(&wp).ok()),
+        Verdict::Abort(why) => ("RolloutAborted", why, Some(abort_patch())),
+        Verdict::Continue => return Ok(()),
+    };
+    let Some(patch) = patch else { return Ok(()) };
+    patch_spec(api, name, &patch).await?;
+    tracing::info!(wasmplugin = name, candidate = digest, reason, "{why}");
+    let ev = Event {
+        type_: if reason == "RolloutAborted" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.into(),
+        note: Some(format!("candidate {digest}: {why}")),
+        action: "Rollout".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, &wp.object_ref(&())).await {
+        tracing::warn!(error = %e, "could not publish the rollout Event");
+    }
+    Ok(())
+}
+
+/// Reports the rollouts of `manager` every [`EVERY`] until shutdown (see the module docs).
+pub async fn run(
+    client: Client,
+    manager: Arc<Manager>,
+    fence: Arc<Fence>,
+    reporter: Reporter,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let recorder = Recorder::new(client.clone(), reporter);
+    let mut written: HashMap<String, RolloutStatus> = HashMap::new();
+    let mut ended: HashSet<String> = HashSet::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(EVERY) => {}
+            _ = shutdown.wait_for(|v| *v) => return,
+        }
+        if !fence.is_open() {
+            written.clear();
+            continue;
+        }
+        let mut current = HashSet::new();
+        for (origin, slot) in manager.rollouts().await {
+            let (Some((ns, name)), Some(c)) = (wasmplugin_of(&origin), slot.candidate()) else {
+                continue;
+            };
+            current.insert(origin.clone());
+            let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
+            let status = status_of(&c, &slot);
+            if written.get(&origin) != Some(&status) {
+                match apply_rollout_status(&api, name, Some(&status)).await {
+                    Ok(()) => {
+                        written.insert(origin.clone(), status);
+                    }
+                    Err(e) if is_fenced_off(&e) => {}
+                    Err(e) => {
+                        tracing::warn!(wasmplugin = name, error = %e, "could not write the rollout status")
+                    }
+                }
+            }
+            let verdict = c.policy.judge(&c.stats.counts());
+            if verdict != Verdict::Continue && !ended.contains(&c.plugin.digest) {
+                match end_rollout(&api, &recorder, name, &c.plugin.digest, &verdict).await {
+                    Ok(()) => {
+                        ended.insert(c.plugin.digest.clone());
+                    }
+                    Err(e) => {
+                        tracing::warn!(wasmplugin = name, error = %e, "could not end the rollout")
+                    }
+                }
+            }
+        }
+        // A rollout that ended: its counts leave the status.
+        let gone: Vec<String> = written
+            .keys()
+            .filter(|o| !current.contains(*o))
+            .cloned()
+            .collect();
+        for origin in gone {
+            written.remove(&origin);
+            if let Some((ns, name)) = wasmplugin_of(&origin) {
+                let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
+                if let Err(e) = apply_rollout_status(&api, name, None).await
+                    && !is_fenced_off(&e)
+                    && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+                {
+                    tracing::warn!(wasmplugin = name, error = %e, "could not clear the rollout status");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agreement_is_a_rounded_share_of_the_compared_decisions() {
+        let mut c = Counts::default();
+        assert_eq!(agreement(&c), "-");
+        c.agreements = 197;
+        c.divergences = 2;
+        c.faults = 1;
+        assert_eq!(agreement(&c), "98.5%");
+        c.agreements = 0;
+        assert_eq!(agreement(&c), "0%");
+        assert_eq!(wasmplugin_of("cluster:d/p"), Some(("d", "p")));
+        assert_eq!(wasmplugin_of("dir:/plugins/p.wasm"), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! Recording decisions as golden cases: what the plugin observed, exactly as it saw it, and
+//! the outcome it returned, in the format `wasmop test` and `wasmop replay` read.
+//!
+//! Files go to `DIR/PLUGIN/NNNNNNNN.yaml`, numbered in order; each plugin keeps at most
+//! `max` of them (the oldest is deleted), and a decision made while the writer is behind is
+//! not recorded (a bounded sample, never a slower reconcile). A decision that observed a
+//! Secret is never recorded, and neither is any Secret.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+
+use serde_json::Value;
+
+use crate::offline::golden::Case;
+use crate::offline::input::to_yaml;
+use crate::runtime::{Observed, Outcome};
+
+/// Decisions waiting for the writer; more are dropped.
+pub const QUEUE: usize = 256;
+
+/// One decision to record.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// Plugin name.
+    pub plugin: String,
+    /// Plugin version that decided.
+    pub version: String,
+    /// `namespace/name` of the primary.
+    pub object: String,
+    /// What the plugin observed.
+    pub observed: Observed,
+    /// What it returned.
+    pub outcome: Outcome,
+}
+
+/// Writes recorded decisions on a thread of its own.
+#[derive(Debug)]
+pub struct CaseRecorder {
+    dir: PathBuf,
+    default_on: bool,
+    tx: SyncSender<Decision>,
+}
+
+impl CaseRecorder {
+    /// A recorder writing under `dir`, at most `max` cases per plugin. `default_on`: whether
+    /// plugins whose WasmPlugin says nothing are recorded (`wasmop run --record DIR`).
+    pub fn start(dir: PathBuf, max: usize, default_on: bool) -> Self {
+        let (tx, rx) = sync_channel(QUEUE);
+        let writer_dir = dir.clone();
+        std::thread::Builder::new()
+            .name("wasmop-record".into())
+            .spawn(move || write_loop(&writer_dir, max.max(1), rx))
+            .expect("spawning the recorder thread");
+        CaseRecorder {
+            dir,
+            default_on,
+            tx,
+        }
+    }
+
+    /// Where the cases go.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether a plugin is recorded: its WasmPlugin's `record`, else the host's default.
+    pub fn records(&self, switch: Option<bool>) -> bool {
+        switch.unwrap_or(self.default_on)
+    }
+
+    /// Queues `d` for writing; false when the writer is behind (the decision is not recorded).
+    pub fn record(&self, d: Decision) -> bool {
+        match self.tx.try_send(d) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
+fn is_secret(o: &Value) -> bool {
+    o.get("kind").and_then(Value::as_str) == Some("Secret")
+        && o.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
+/// The golden case of a decision; `None` when it observed a Secret.
+pub fn case_of(d: &Decision) -> Option<Case> {
+    let o = &d.observed;
+    let mut seen = HashSet::new();
+    let mut objects = Vec::new();
+    let texts = o.related_json.values().flatten();
+    let parsed = texts.filter_map(|t| serde_json::from_str::<Value>(t).ok());
+    for obj in parsed.chain(o.related.values().flatten().cloned()) {
+        if is_secret(&obj) {
+            return None;
+        }
+        let uid = obj
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        // An object in two relations is one object of the namespace.
+        if uid.is_some_and(|u| !seen.insert(u)) {
+            continue;
+        }
+        objects.push(obj);
+    }
+    if is_secret(&o.primary) {
+        return None;
+    }
+    let now = jiff::Timestamp::from_millisecond(o.now_unix_ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| o.now_unix_ms.to_string());
+    Some(Case {
+        description: format!(
+            "recorded at {now}: {} {} on {}",
+            d.plugin, d.version, d.object
+        ),
+        now: Some(now),
+        seed: Some(o.seed),
+        object: o.primary.clone(),
+        objects,
+        expect: d.outcome.clone(),
+    })
+}
+
+/// The numbered case files already in a plugin's directory, oldest first.
+fn existing(dir: &Path) -> VecDeque<u64> {
+    let mut seqs: Vec<u64> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.strip_suffix(".yaml")?.parse().ok()
+        })
+        .collect();
+    seqs.sort_unstable();
+    seqs.into()
+}
+
+fn file(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:08}.yaml"))
+}
+
+fn write_loop(root: &Path, max: usize, rx: Receiver<Decision>) {
+    let mut plugins: BTreeMap<String, VecDeque<u64>> = BTreeMap::new();
+    for d in rx {
+        let Some(case) = case_of(&d) else { continue };
+        let dir = root.join(&d.plugin);
+        let files = plugins.entry(d.plugin.clone()).or_insert_with(|| {
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot record decisions");
+            }
+            tracing::info!(plugin = %d.plugin, dir = %dir.display(), "recording decisions");
+            existing(&dir)
+        });
+        let seq = files.back().map_or(1, |s| s + 1);
+        let text = match to_yaml(&case) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot render a recorded decision");
+                continue;
+            }
+        };
+        if let Err(e) = std::fs::write(file(&dir, seq), text) {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot record a decision");
+            continue;
+        }
+        files.push_back(seq);
+        while files.len() > max {
+            if let Some(old) = files.pop_front() {
+                let _ = std::fs::remove_file(file(&dir, old));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Plan;
+    use serde_json::json;
+
+    fn decision(seed: u64, related: Vec<Value>) -> Decision {
+        let mut observed = Observed::new(json!({"apiVersion": "app.example.com/v1alpha1",
+            "kind": "PodReplica", "metadata": {"name": "p", "namespace": "d", "uid": "u"}}));
+        observed.seed = seed;
+        observed.now_unix_ms = 1_767_225_600_123;
+        let texts = related.iter().map(Value::to_string).collect();
+        observed.related_json.insert("pods".into(), texts);
+        observed.related_json.insert(
+            "again".into(),
+            related.iter().map(Value::to_string).collect(),
+        );
+        Decision {
+            plugin: "podreplica".into(),
+            version: "0.1.0".into(),
+            object: "d/p".into(),
+            observed,
+            outcome: Outcome::Plan(Plan::new()),
+        }
+    }
+
+    fn pod(uid: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": uid, "uid": uid}})
+    }
+
+    #[test]
+    fn a_case_holds_the_observed_value_once_and_no_secret() {
+        let case = case_of(&decision(7, vec![pod("a"), pod("b")])).unwrap();
+        assert_eq!(case.seed, Some(7));
+        assert_eq!(case.now.as_deref(), Some("2026-01-01T00:00:00.123Z"));
+        // Two relations showing the same objects: each object once.
+        assert_eq!(case.objects, vec![pod("a"), pod("b")]);
+        assert_eq!(case.object["metadata"]["name"], "p");
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
+        assert!(case_of(&decision(7, vec![pod("a"), secret])).is_none());
+    }
+
+    #[test]
+    fn files_rotate_keeping_the_newest() {
+        let dir = std::env::temp_dir().join(format!("wasmop-record-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let recorder = CaseRecorder::start(dir.clone(), 3, true);
+        for seed in 1..=5 {
+            assert!(recorder.record(decision(seed, vec![pod("a")])));
+        }
+        drop(recorder);
+        let plugin_dir = dir.join("podreplica");
+        let mut names = Vec::new();
+        for _ in 0..100 {
+            names = existing(&plugin_dir).into_iter().collect();
+            if names == [3, 4, 5] {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(names, [3, 4, 5]);
+        let text = std::fs::read_to_string(file(&plugin_dir, 5)).unwrap();
+        let case: Case = crate::offline::input::from_yaml(&text).unwrap();
+        assert_eq!(case.seed, Some(5));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
