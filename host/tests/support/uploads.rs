@@ -14,9 +14,22 @@ use super::{Cluster, apply, plugin_dir};
 /// Runs `wasmop push NAME FILE` (a file of the plugins build) into namespace `default`;
 /// returns whether it succeeded and what it printed.
 pub fn push(cluster: &Cluster, name: &str, file: &str) -> (bool, String) {
+    push_with(cluster, name, file, &[])
+}
+
+/// [`push`] with more flags (`--shadow`, `--canary 50`, ...).
+pub fn push_with(cluster: &Cluster, name: &str, file: &str, extra: &[&str]) -> (bool, String) {
+    let file = plugin_dir().join(file);
+    let mut args = vec!["push", name, file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    wasmop_on(cluster, &args)
+}
+
+/// Runs `wasmop ARGS --kubeconfig K --namespace default`; returns whether it succeeded and
+/// what it printed.
+pub fn wasmop_on(cluster: &Cluster, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["push", name])
-        .arg(plugin_dir().join(file))
+        .args(args)
         .arg("--kubeconfig")
         .arg(&cluster.kubeconfig)
         .args(["--namespace", "default", "--timeout", "120"])

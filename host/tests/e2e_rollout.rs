@@ -1,0 +1,456 @@
+//! End to end: safe rollout. Decisions of PodReplica v1 in the article's scenario are
+//! recorded and replayed (same against v1, the differences listed against v2); v2 in shadow
+//! is compared on every reconcile without touching a pod, then promoted; a candidate that
+//! traps is counted as faults and aborted by the host; a 50% canary over 100 PodReplicas
+//! splits them by UID, each consistently on one side; a shadow of the active code itself
+//! agrees and is promoted by the host.
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::uploads::*;
+use support::*;
+use wasmop::rollout::canary::in_canary;
+
+const V2_LABEL: &str = "app.example.com/plugin-version=v2";
+
+fn pr(name: &str, size: i64) -> Value {
+    json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+           "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}})
+}
+
+fn ready_message(o: &DynamicObject) -> String {
+    o.data["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The WasmPlugin `podreplica` as stored.
+async fn wasmplugin(client: &kube::Client) -> DynamicObject {
+    Api::<DynamicObject>::namespaced_with(client.clone(), "default", &wasmplugin_resource())
+        .get("podreplica")
+        .await
+        .unwrap()
+}
+
+/// Names of the live pods, and how many carry v2's label.
+async fn pod_names(pods: &Api<Pod>) -> (BTreeSet<String>, usize) {
+    let all = pods.list(&Default::default()).await.unwrap().items;
+    let live = all
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none());
+    let names = live
+        .clone()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    let v2 = pods
+        .list(&ListParams::default().labels(V2_LABEL))
+        .await
+        .unwrap()
+        .items
+        .len();
+    (names, v2)
+}
+
+/// `wasmop replay FILE DIR [extra]`: success and output.
+fn replay(file: &str, dir: &std::path::Path, extra: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .arg("replay")
+        .arg(plugin_dir().join(file))
+        .arg(dir)
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn recorded(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir.join("podreplica"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn file_names(dir: &std::path::Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir.join("podreplica"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect()
+}
+
+/// Waits until every named PodReplica has `size` Running pods and a Ready message ending
+/// with `tag` (`""`: v1's message, no version tag).
+async fn all_converged(client: &kube::Client, names: &[String], size: usize, tag: &str) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    eventually(
+        Duration::from_secs(180),
+        &format!(
+            "{} PodReplicas with {size} pods, decided by {tag:?}",
+            names.len()
+        ),
+        || async {
+            for n in names {
+                let o = api.get(n).await.ok()?;
+                let msg = ready_message(&o);
+                let by = if tag.is_empty() {
+                    !msg.contains("(v")
+                } else {
+                    msg.ends_with(tag)
+                };
+                by.then_some(())?;
+                converged(client, o.metadata.uid.as_deref()?, size).await?;
+            }
+            Some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shadow_promote_abort_canary_record_and_replay() {
+    let cluster = Cluster::start("rollout");
+    let records = Scratch::new("records");
+    let records_dir = records.0.to_str().unwrap().to_string();
+    let host = Host::start(
+        &cluster,
+        &["podreplica.wasm"],
+        &["--record", &records_dir, "--record-max", "50"],
+        &[],
+    );
+    let client = cluster.client().await;
+    wait_for_crd(&client, &podreplica_resource()).await;
+    wait_for_crd(&client, &wasmplugin_resource()).await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let wps: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let (ok, text) = push(&cluster, "podreplica", "podreplica.wasm");
+    assert!(ok, "{text}");
+
+    // Record: the article's scenario under v1 until 50 decisions are on disk.
+    let article: Vec<String> = (0..5).map(|i| format!("article-{i}")).collect();
+    for size in [3, 5, 2, 3, 2, 3, 2] {
+        if recorded(&records.0) >= 50 {
+            break;
+        }
+        for n in &article {
+            apply(&client, &podreplica_resource(), "default", &pr(n, size))
+                .await
+                .unwrap();
+        }
+        all_converged(&client, &article, size as usize, "").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        recorded(&records.0) >= 50,
+        "only {} decisions recorded",
+        recorded(&records.0)
+    );
+    // The plugin's own switch turns recording off; the last 50 stay.
+    wps.patch(
+        "podreplica",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"record": false}})),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let snapshot = Scratch::new("replay");
+    std::fs::create_dir_all(snapshot.0.join("podreplica")).unwrap();
+    for e in std::fs::read_dir(records.0.join("podreplica")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), snapshot.0.join("podreplica").join(e.file_name())).unwrap();
+    }
+    assert_eq!(recorded(&snapshot.0), 50, "the recorder keeps at most 50");
+    let kept = file_names(&records.0);
+    let (ok, text) = replay("podreplica.wasm", &snapshot.0, &[]);
+    println!("{text}");
+    assert!(ok, "v1 replays its own decisions: {text}");
+    assert!(
+        text.contains("on 50 recorded decisions: 50 same, 0 different, 0 failed"),
+        "{text}"
+    );
+    let (ok, text) = replay("podreplica_v2.wasm", &snapshot.0, &[]);
+    assert!(!ok, "v2 decides differently, replay must fail: {text}");
+    assert!(text.contains("different - "), "{text}");
+    assert!(
+        text.contains("+      message:") && text.contains("(v2)"),
+        "diff shows v2's message: {text}"
+    );
+    assert!(text.contains(", 0 failed"), "{text}");
+    let (ok, _) = replay("podreplica_v2.wasm", &snapshot.0, &["--allow-diff"]);
+    assert!(ok, "--allow-diff accepts differences");
+
+    // Shadow: v2 decides beside v1 on every reconcile; no pod changes.
+    let (before, v2_before) = pod_names(&pods).await;
+    assert_eq!(v2_before, 0);
+    let (ok, text) = push_with(&cluster, "podreplica", "podreplica_v2.wasm", &["--shadow"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("candidate accepted"), "{text}");
+    let rollout = eventually(
+        Duration::from_secs(60),
+        "shadow decisions counted",
+        || async {
+            let wp = wasmplugin(&client).await;
+            let r = wp.data["status"]["rollout"].clone();
+            (r["decisions"].as_u64()? >= article.len() as u64).then_some(r)
+        },
+    )
+    .await;
+    println!(
+        "shadow status: {}",
+        serde_json::to_string_pretty(&rollout).unwrap()
+    );
+    assert_eq!(
+        rollout["agreements"], 0,
+        "v2's status differs on every decision"
+    );
+    assert_eq!(rollout["divergences"], rollout["decisions"]);
+    assert_eq!(rollout["faults"], 0);
+    assert_eq!(rollout["agreement"], "0%");
+    let diff = rollout["lastDivergences"][0]["diff"].as_str().unwrap();
+    assert!(diff.contains("(v2)"), "a readable diff: {diff}");
+    let wp = wasmplugin(&client).await;
+    assert_eq!(wp.data["status"]["candidate"]["mode"], "Shadow");
+    assert!(
+        wp.data["status"]["candidate"]["version"]
+            .as_str()
+            .unwrap()
+            .ends_with("-v2")
+    );
+    // Scaling under shadow: the active version's plan is the one carried out.
+    apply(
+        &client,
+        &podreplica_resource(),
+        "default",
+        &pr("article-0", 3),
+    )
+    .await
+    .unwrap();
+    all_converged(&client, &article[..1], 3, "").await;
+    let (after, v2_after) = pod_names(&pods).await;
+    assert_eq!(v2_after, 0, "a shadow candidate created pods");
+    assert!(
+        before.iter().all(|p| after.contains(p)),
+        "a shadow candidate deleted pods"
+    );
+    assert_eq!(file_names(&records.0), kept, "recording was switched off");
+    let (_, metrics) = host.http_get("/metrics").unwrap();
+    assert!(metrics.contains("wasmop_rollout_decisions_total{plugin=\"podreplica\",candidate=\"0.1.0-v2\",result=\"diverge\"}"), "{metrics}");
+
+    // Promote: v2 decides every object, and new pods carry its label.
+    let (ok, text) = wasmop_on(&cluster, &["promote", "podreplica"]);
+    assert!(ok, "{text}");
+    all_converged(&client, &article[..1], 3, "(v2)").await;
+    all_converged(&client, &article[1..], 2, "(v2)").await;
+    apply(
+        &client,
+        &podreplica_resource(),
+        "default",
+        &pr("article-1", 3),
+    )
+    .await
+    .unwrap();
+    all_converged(&client, &article[1..2], 3, "(v2)").await;
+    assert!(
+        pod_names(&pods).await.1 >= 1,
+        "v2 made no pod after promotion"
+    );
+    eventually(
+        Duration::from_secs(30),
+        "rollout gone from the status",
+        || async {
+            let wp = wasmplugin(&client).await;
+            (wp.data["spec"].get("rollout").is_none()
+                && wp.data["status"].get("candidate").is_none()
+                && wp.data["status"].get("rollout").is_none())
+            .then_some(())
+        },
+    )
+    .await;
+
+    // A candidate that traps: faults counted, the host aborts it, v2 keeps working.
+    let (ok, text) = push_with(
+        &cluster,
+        "podreplica",
+        "podreplica_broken.wasm",
+        &[
+            "--shadow",
+            "--abort-fault-percent",
+            "50",
+            "--abort-min-decisions",
+            "5",
+        ],
+    );
+    assert!(ok, "{text}");
+    eventually(
+        Duration::from_secs(60),
+        "the broken candidate aborted",
+        || async {
+            let wp = wasmplugin(&client).await;
+            wp.data["spec"].get("rollout").is_none().then_some(())
+        },
+    )
+    .await;
+    let (_, metrics) = host.http_get("/metrics").unwrap();
+    let faults = metrics
+        .lines()
+        .find(|l| l.starts_with("wasmop_rollout_decisions_total{plugin=\"podreplica\",candidate=\"0.1.0-broken\",result=\"fault\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(faults >= 5, "faults counted: {faults}\n{metrics}");
+    let events =
+        kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
+            .list(&Default::default())
+            .await
+            .unwrap();
+    let aborted = events
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("RolloutAborted"));
+    let note = aborted.and_then(|e| e.note.clone()).unwrap_or_default();
+    assert!(
+        note.contains("candidate decisions were faults"),
+        "abort Event: {note:?}"
+    );
+    assert!(
+        !metrics
+            .contains("wasmop_reconcile_errors_total{plugin=\"podreplica\",version=\"0.1.0-v2\""),
+        "the active version had errors:\n{metrics}"
+    );
+    apply(
+        &client,
+        &podreplica_resource(),
+        "default",
+        &pr("after-abort", 1),
+    )
+    .await
+    .unwrap();
+    all_converged(&client, &["after-abort".to_string()], 1, "(v2)").await;
+
+    // Canary: v1 active, v2 decides for 50% of 100 new PodReplicas, by UID.
+    let (ok, text) = push(&cluster, "podreplica", "podreplica.wasm");
+    assert!(ok, "{text}");
+    let (ok, text) = push_with(
+        &cluster,
+        "podreplica",
+        "podreplica_v2.wasm",
+        &["--canary", "50"],
+    );
+    assert!(ok, "{text}");
+    let canary: Vec<String> = (0..100).map(|i| format!("canary-{i:03}")).collect();
+    let mut uids = HashMap::new();
+    for n in &canary {
+        let o = apply(&client, &podreplica_resource(), "default", &pr(n, 1))
+            .await
+            .unwrap();
+        uids.insert(n.clone(), o.metadata.uid.unwrap());
+    }
+    let in_share: Vec<&String> = canary.iter().filter(|n| in_canary(&uids[*n], 50)).collect();
+    let (by_v2, by_v1): (Vec<String>, Vec<String>) = canary
+        .iter()
+        .cloned()
+        .partition(|n| in_canary(&uids[n], 50));
+    println!("canary share: {} of 100 by UID", in_share.len());
+    assert!(
+        (25..=75).contains(&in_share.len()),
+        "a 50% share of 100: {}",
+        in_share.len()
+    );
+    all_converged(&client, &by_v2, 1, "(v2)").await;
+    all_converged(&client, &by_v1, 1, "").await;
+    // Each object's pod was made by the version that decides it.
+    for n in &canary {
+        let labelled = pods
+            .list(&ListParams::default().labels(&format!("app.example.com/podreplica={n}")))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .unwrap()
+                    .contains_key("app.example.com/plugin-version")
+            });
+        assert_eq!(
+            labelled,
+            by_v2.contains(n),
+            "{n}: pod made by the other version"
+        );
+    }
+    let total = api.list(&Default::default()).await.unwrap().items;
+    let expect_candidate = total
+        .iter()
+        .filter(|o| in_canary(o.metadata.uid.as_deref().unwrap(), 50))
+        .count() as u64;
+    let rollout = eventually(
+        Duration::from_secs(30),
+        "canary counts in the status",
+        || async {
+            let r = wasmplugin(&client).await.data["status"]["rollout"].clone();
+            (r["objectsCandidate"].as_u64()? == expect_candidate).then_some(r)
+        },
+    )
+    .await;
+    assert_eq!(
+        rollout["objectsActive"].as_u64().unwrap() + expect_candidate,
+        total.len() as u64
+    );
+    assert_eq!(rollout["faults"], 0);
+
+    // Abort by command: the canary's objects go back to v1.
+    let (ok, text) = wasmop_on(&cluster, &["abort", "podreplica"]);
+    assert!(ok, "{text}");
+    all_converged(&client, &by_v2, 1, "").await;
+
+    // A shadow of the active code itself agrees on every decision: the host promotes it.
+    let (ok, text) = push_with(
+        &cluster,
+        "podreplica",
+        "podreplica.wasm",
+        &["--shadow", "--promote-after", "20"],
+    );
+    assert!(ok, "{text}");
+    eventually(
+        Duration::from_secs(60),
+        "the agreeing candidate promoted",
+        || async {
+            let wp = wasmplugin(&client).await;
+            wp.data["spec"].get("rollout").is_none().then_some(())
+        },
+    )
+    .await;
+    let events =
+        kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
+            .list(&Default::default())
+            .await
+            .unwrap();
+    assert!(
+        events
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RolloutPromoted")),
+        "no RolloutPromoted Event"
+    );
+    let (_, metrics) = host.http_get("/metrics").unwrap();
+    assert!(
+        !metrics.contains("result=\"diverge\"}")
+            || metrics.contains("candidate=\"0.1.0-v2\",result=\"diverge\""),
+        "only v2 diverged:\n{metrics}"
+    );
+}
