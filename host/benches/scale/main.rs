@@ -3,7 +3,8 @@
 //! and 1,000 PodReplicas by default) on a fresh control plane: the floor, convergence of
 //! every PodReplica at size 3, rescaled to 5 and to 2 (seconds, ratio to the floor, host CPU,
 //! API requests by verb, peak memory), memory at rest, delete → replacement latency, and a
-//! hot swap to v2 under load. Prints a table and writes JSON under `~/.cache/wasmop/bench/`.
+//! hot swap to v2 under load, and the cost of a shadow candidate (the same rescale without and
+//! with one). Prints a table and writes JSON under `~/.cache/wasmop/bench/`.
 //!
 //! `--smoke` (in `make test`): 100 PodReplicas, asserts correctness only (all converge, no
 //! PodReplica ever over the size it was given), no timings, no JSON.
@@ -19,6 +20,7 @@ mod cost;
 mod floor;
 mod latency;
 mod report;
+mod shadow;
 mod swap;
 mod tracker;
 
@@ -131,10 +133,12 @@ async fn row(n: usize, samples: usize, smoke: bool) -> Row {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (rest_mib, _) = cost::memory_mib(&host);
     let lat = latency::replacement_ms(&client, &tracker, &names, 2, samples).await;
-    let swap = if smoke {
-        swap::Swap::default()
+    let (swap, shadow) = if smoke {
+        Default::default()
     } else {
-        swap::swap(&cluster, &host, &client, n).await
+        let swap = swap::swap(&cluster, &host, &client, n).await;
+        let shadow = shadow::shadow_cost(&cluster, &host, &client, &tracker, &names).await;
+        (swap, shadow)
     };
     Row {
         objects: n,
@@ -143,6 +147,7 @@ async fn row(n: usize, samples: usize, smoke: bool) -> Row {
         rest_mib,
         latency_ms: lat,
         swap,
+        shadow,
     }
 }
 

@@ -33,6 +33,8 @@ pub struct Row {
     pub latency_ms: Vec<f64>,
     /// The hot swap.
     pub swap: crate::swap::Swap,
+    /// The cost of a shadow candidate.
+    pub shadow: crate::shadow::ShadowCost,
 }
 
 fn requests(l: &Look) -> String {
@@ -82,6 +84,31 @@ pub fn print(rows: &[Row]) {
             r.swap.all_s / r.swap.pass_s
         );
     }
+    if rows.iter().any(|r| r.shadow.plain_s > 0.0) {
+        print_shadow(rows);
+    }
+}
+
+fn print_shadow(rows: &[Row]) {
+    println!();
+    println!(
+        "| objects | rescale 2 → 3 s | with a shadow candidate s | × | host CPU s without / with | shadow decisions (skipped) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for r in rows {
+        let s = &r.shadow;
+        println!(
+            "| {} | {:.1} | {:.1} | {:.2} | {:.1} / {:.1} | {} ({}) |",
+            r.objects,
+            s.plain_s,
+            s.shadow_s,
+            s.shadow_s / s.plain_s,
+            s.plain_cpu_s,
+            s.shadow_cpu_s,
+            s.decisions,
+            s.skipped
+        );
+    }
 }
 
 /// Writes the run as JSON under `~/.cache/wasmop/bench/` (with date, commit and machine).
@@ -112,6 +139,9 @@ pub fn write_json(rows: &[Row]) {
             "latency_ms": {"p50": quantile(&r.latency_ms, 0.5), "p99": quantile(&r.latency_ms, 0.99), "samples": r.latency_ms.len()},
             "swap": {"push_to_verdict_s": r.swap.push_s, "verdict_to_all_s": r.swap.all_s,
                 "p99_per_object_s": r.swap.p99_s, "pass_without_writes_s": r.swap.pass_s},
+            "shadow": {"rescale_s": r.shadow.plain_s, "rescale_cpu_s": r.shadow.plain_cpu_s,
+                "with_shadow_s": r.shadow.shadow_s, "with_shadow_cpu_s": r.shadow.shadow_cpu_s,
+                "shadow_decisions": r.shadow.decisions, "skipped": r.shadow.skipped},
             "phases": r.phases.iter().map(|p| json!({
                 "size": p.size, "secs": p.secs, "ratio_to_floor": p.secs / r.floor_s, "host_cpu_s": p.spent.cpu_s,
                 "peak_mib": p.peak_mib, "most_pods": p.most, "requests": p.spent.requests,

@@ -14,7 +14,7 @@ use crate::support::{Cluster, Host, podreplica_resource};
 
 /// Waits until no pod is terminating: the scale-down's deletions end with a burst of final
 /// deletes when their 30 s grace period runs out, which would otherwise land on the push.
-async fn quiet(client: &Client) {
+pub async fn quiet(client: &Client) {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(120) {
