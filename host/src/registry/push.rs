@@ -265,3 +265,50 @@ pub fn verdict(wp: &WasmPlugin, generation: Option<i64>, digest: &str) -> Option
     }
     (c.status == "False").then(|| (false, format!("refused: {}: {}", c.reason, c.message)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wp(cm: &str, conditions: serde_json::Value, candidate: Option<&str>) -> WasmPlugin {
+        let mut status = json!({"observedGeneration": 2, "conditions": conditions});
+        if let Some(d) = candidate {
+            status["candidate"] = json!({"version": "v2", "digest": d, "mode": "Shadow"});
+        }
+        serde_json::from_value(json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": "p", "namespace": "d", "generation": 2},
+            "spec": {"configMap": {"name": cm}, "sha256": format!("sha256:{}", "a".repeat(64))},
+            "status": status}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_push_writes_the_config_map_the_active_version_does_not_use() {
+        assert_eq!(config_map_for("p", None), "wasmplugin-p");
+        let on_main = wp("wasmplugin-p", json!([]), None);
+        assert_eq!(config_map_for("p", Some(&on_main)), "wasmplugin-p-alt");
+        let on_alt = wp("wasmplugin-p-alt", json!([]), None);
+        assert_eq!(config_map_for("p", Some(&on_alt)), "wasmplugin-p");
+    }
+
+    #[test]
+    fn the_candidate_verdict_needs_its_condition_and_digest() {
+        let cond = |status: &str, reason: &str| {
+            json!([{"type": "Candidate", "status": status, "reason": reason, "message": "m",
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 2}])
+        };
+        let loaded = wp("wasmplugin-p", cond("True", "Loaded"), Some("sha256:new"));
+        assert_eq!(
+            candidate_verdict(&loaded, Some(2), "sha256:new"),
+            Some((true, "candidate accepted: m".into()))
+        );
+        // Another candidate's status, or an older generation, is no verdict yet.
+        assert_eq!(candidate_verdict(&loaded, Some(2), "sha256:other"), None);
+        assert_eq!(candidate_verdict(&loaded, Some(3), "sha256:new"), None);
+        let refused = wp("wasmplugin-p", cond("False", "CandidateWatchesDifferently"), None);
+        assert_eq!(
+            candidate_verdict(&refused, Some(2), "sha256:new"),
+            Some((false, "candidate refused: CandidateWatchesDifferently: m".into()))
+        );
+    }
+}
