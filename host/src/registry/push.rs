@@ -275,10 +275,12 @@ mod tests {
         if let Some(d) = candidate {
             status["candidate"] = json!({"version": "v2", "digest": d, "mode": "Shadow"});
         }
-        serde_json::from_value(json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
+        serde_json::from_value(
+            json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
             "metadata": {"name": "p", "namespace": "d", "generation": 2},
             "spec": {"configMap": {"name": cm}, "sha256": format!("sha256:{}", "a".repeat(64))},
-            "status": status}))
+            "status": status}),
+        )
         .unwrap()
     }
 
@@ -305,10 +307,17 @@ mod tests {
         // Another candidate's status, or an older generation, is no verdict yet.
         assert_eq!(candidate_verdict(&loaded, Some(2), "sha256:other"), None);
         assert_eq!(candidate_verdict(&loaded, Some(3), "sha256:new"), None);
-        let refused = wp("wasmplugin-p", cond("False", "CandidateWatchesDifferently"), None);
+        let refused = wp(
+            "wasmplugin-p",
+            cond("False", "CandidateWatchesDifferently"),
+            None,
+        );
         assert_eq!(
             candidate_verdict(&refused, Some(2), "sha256:new"),
-            Some((false, "candidate refused: CandidateWatchesDifferently: m".into()))
+            Some((
+                false,
+                "candidate refused: CandidateWatchesDifferently: m".into()
+            ))
         );
     }
 }
