@@ -154,6 +154,13 @@ async fn shadow_promote_abort_canary_record_and_replay() {
         all_converged(&client, &article, size as usize, "").await;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // The scenario ends at size 2 (the shadow phase scales up from there).
+    for n in &article {
+        apply(&client, &podreplica_resource(), "default", &pr(n, 2))
+            .await
+            .unwrap();
+    }
+    all_converged(&client, &article, 2, "").await;
     assert!(
         recorded(&records.0) >= 50,
         "only {} decisions recorded",

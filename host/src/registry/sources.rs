@@ -383,27 +383,41 @@ pub async fn watch_cluster(
         .boxed();
     let mut listed: HashSet<String> = HashSet::new();
     let mut known: HashSet<String> = HashSet::new();
+    // The generation last handled per WasmPlugin: a change of the status only (the host's
+    // own verdict, a rollout's counts every second) needs no new fetch and offer.
+    let mut handled: HashMap<String, Option<i64>> = HashMap::new();
     loop {
         let event = tokio::select! {
             e = events.next() => e,
             _ = shutdown.wait_for(|v| *v) => return,
         };
         match event {
-            Some(Ok(watcher::Event::Init)) => listed.clear(),
+            Some(Ok(watcher::Event::Init)) => {
+                listed.clear();
+                // A relist handles every WasmPlugin again.
+                handled.clear();
+            }
             Some(Ok(watcher::Event::InitApply(wp))) | Some(Ok(watcher::Event::Apply(wp))) => {
-                listed.insert(origin_of(&wp));
-                known.insert(origin_of(&wp));
+                let origin = origin_of(&wp);
+                listed.insert(origin.clone());
+                known.insert(origin.clone());
+                if handled.get(&origin) == Some(&wp.metadata.generation) {
+                    continue;
+                }
+                handled.insert(origin, wp.metadata.generation);
                 handle(&client, &manager, &wp, false).await;
             }
             Some(Ok(watcher::Event::InitDone)) => {
                 for gone in known.difference(&listed).cloned().collect::<Vec<_>>() {
                     manager.remove(&gone).await;
+                    handled.remove(&gone);
                     known.remove(&gone);
                 }
             }
             Some(Ok(watcher::Event::Delete(wp))) => {
                 let origin = origin_of(&wp);
                 known.remove(&origin);
+                handled.remove(&origin);
                 manager.remove(&origin).await;
             }
             Some(Err(e)) => tracing::warn!(error = %e, "watching WasmPlugins"),
