@@ -9,6 +9,7 @@ pub mod push;
 pub mod report;
 pub mod rollout;
 pub mod sources;
+pub mod target;
 pub mod wasmplugin;
 
 pub use manager::{Accepted, Change, Manager, Rejection};

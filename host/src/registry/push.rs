@@ -9,17 +9,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use super::bytes::pack;
+use super::target::{Target, wait_for_verdict};
 use super::wasmplugin::{DEFAULT_KEY, WasmPlugin};
 use crate::operator::client;
 use crate::runtime::validate::is_dns_label;
@@ -31,23 +29,9 @@ pub struct PushArgs {
     pub name: String,
     /// The plugin component (`.wasm`).
     pub file: PathBuf,
-    /// Namespace the host reads WasmPlugins from.
-    #[arg(
-        long,
-        short = 'n',
-        env = "WASMOP_PLUGIN_NAMESPACE",
-        default_value = "default"
-    )]
-    pub namespace: String,
-    /// Kubeconfig file (default: `$KUBECONFIG` or `~/.kube/config`).
-    #[arg(long, env = "WASMOP_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Do not wait for the host's verdict.
-    #[arg(long)]
-    pub no_wait: bool,
-    /// How long to wait for the verdict, in seconds.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
+    /// Where, and how long to wait.
+    #[command(flatten)]
+    pub target: Target,
     /// Push as the candidate in shadow: it decides beside the active version on every
     /// reconcile, nothing it plans is carried out, the two are compared.
     #[arg(long, conflicts_with = "canary")]
@@ -104,8 +88,8 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         .with_context(|| format!("{}: cannot read", args.file.display()))?;
     let (compressed, digest) =
         pack(&component).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
-    let client = client(args.kubeconfig.as_deref()).await?;
-    let wps: Api<WasmPlugin> = Api::namespaced(client.clone(), &args.namespace);
+    let client = client(args.target.kubeconfig.as_deref()).await?;
+    let wps: Api<WasmPlugin> = Api::namespaced(client.clone(), &args.target.namespace);
     let current = wps
         .get_opt(&args.name)
         .await
@@ -113,7 +97,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     if args.is_candidate() && current.is_none() {
         anyhow::bail!(
             "WasmPlugin {}/{} does not exist: a candidate goes beside an active version (push one without --shadow/--canary first)",
-            args.namespace,
+            args.target.namespace,
             args.name
         );
     }
@@ -121,7 +105,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(cm_name.clone()),
-            namespace: Some(args.namespace.clone()),
+            namespace: Some(args.target.namespace.clone()),
             labels: Some(BTreeMap::from([(
                 "app.kubernetes.io/managed-by".into(),
                 "wasmop".into(),
@@ -135,7 +119,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         ..ConfigMap::default()
     };
     let pp = PatchParams::apply("wasmop-push").force();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &args.namespace);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &args.target.namespace);
     cms.patch(&cm_name, &pp, &Patch::Apply(&cm))
         .await
         .context("writing the ConfigMap")?;
@@ -165,7 +149,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         spec["record"] = json!(on);
     }
     let wp = json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": args.name, "namespace": args.namespace}, "spec": spec});
+        "metadata": {"name": args.name, "namespace": args.target.namespace}, "spec": spec});
     let mut written = wps
         .patch(&args.name, &pp, &Patch::Apply(&wp))
         .await
@@ -186,40 +170,56 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         args.file.display(),
         component.len(),
         compressed.len(),
-        args.namespace,
+        args.target.namespace,
         args.name
     );
-    if args.no_wait {
+    if args.target.no_wait {
         return Ok(true);
     }
     let generation = written.metadata.generation;
-    // A watch, not a poll: the verdict is printed the moment the host writes it.
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", args.name));
     let candidate = args.is_candidate();
-    let verdicts = watcher(wps, config)
-        .default_backoff()
-        .applied_objects()
-        .filter_map(|wp| {
-            futures::future::ready(wp.ok().and_then(|wp| {
-                if candidate {
-                    candidate_verdict(&wp, generation, &digest)
-                } else {
-                    verdict(&wp, generation, &digest)
-                }
-            }))
-        });
-    let mut verdicts = std::pin::pin!(verdicts);
-    match tokio::time::timeout(Duration::from_secs(args.timeout), verdicts.next()).await {
-        Ok(Some((accepted, line))) => {
-            println!("{line}");
-            Ok(accepted)
+    wait_for_verdict(wps, &args.name, &args.target, |wp| {
+        if candidate {
+            candidate_verdict(wp, generation, &digest)
+        } else {
+            verdict(wp, generation, &digest)
         }
-        _ => anyhow::bail!(
-            "no verdict from the host within {} s (is `wasmop run` watching namespace `{}`?)",
-            args.timeout,
-            args.namespace
-        ),
+    })
+    .await
+}
+
+/// The condition `type_` of the status of `generation`, once the host has written it.
+fn condition_of<'a>(
+    wp: &'a WasmPlugin,
+    generation: Option<i64>,
+    type_: &str,
+) -> Option<(
+    &'a super::WasmPluginStatus,
+    &'a super::wasmplugin::Condition,
+)> {
+    let status = wp
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation == generation)?;
+    let c = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_ && c.observed_generation == generation)?;
+    Some((status, c))
+}
+
+/// The yes (when `runs` says the pushed bytes run) or no of a condition, with the line to
+/// print (`prefix` names what it is about).
+fn answer(c: &super::wasmplugin::Condition, runs: bool, prefix: &str) -> Option<(bool, String)> {
+    if c.status == "True" && runs {
+        return Some((true, format!("{prefix}accepted: {}", c.message)));
     }
+    (c.status == "False").then(|| {
+        (
+            false,
+            format!("{prefix}refused: {}: {}", c.reason, c.message),
+        )
+    })
 }
 
 /// The host's verdict on the candidate of `generation`, if it has written one: loaded
@@ -229,41 +229,16 @@ pub fn candidate_verdict(
     generation: Option<i64>,
     digest: &str,
 ) -> Option<(bool, String)> {
-    let status = wp
-        .status
-        .as_ref()
-        .filter(|s| s.observed_generation == generation)?;
-    let c = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Candidate" && c.observed_generation == generation)?;
+    let (status, c) = condition_of(wp, generation, "Candidate")?;
     let loaded = status.candidate.as_ref().map(|c| c.digest.as_str()) == Some(digest);
-    if c.status == "True" && loaded {
-        return Some((true, format!("candidate accepted: {}", c.message)));
-    }
-    (c.status == "False").then(|| {
-        (
-            false,
-            format!("candidate refused: {}: {}", c.reason, c.message),
-        )
-    })
+    answer(c, loaded, "candidate ")
 }
 
 /// The host's verdict on `generation` of the WasmPlugin, if it has written one: accepted
 /// (with the pushed `digest` running) or refused, and the line to print.
 pub fn verdict(wp: &WasmPlugin, generation: Option<i64>, digest: &str) -> Option<(bool, String)> {
-    let status = wp
-        .status
-        .as_ref()
-        .filter(|s| s.observed_generation == generation)?;
-    let c = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready" && c.observed_generation == generation)?;
-    if c.status == "True" && status.digest.as_deref() == Some(digest) {
-        return Some((true, format!("accepted: {}", c.message)));
-    }
-    (c.status == "False").then(|| (false, format!("refused: {}: {}", c.reason, c.message)))
+    let (status, c) = condition_of(wp, generation, "Ready")?;
+    answer(c, status.digest.as_deref() == Some(digest), "")
 }
 
 #[cfg(test)]

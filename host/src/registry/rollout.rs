@@ -3,15 +3,11 @@
 //! WasmPlugin's spec, made the same way by the command and by the host when a rollout's
 //! policy decides ([`super::report`]).
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use anyhow::Context;
-use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
+use super::target::{Target, wait_for_verdict};
 use super::wasmplugin::WasmPlugin;
 use crate::operator::client;
 
@@ -47,30 +43,16 @@ pub async fn patch_spec(
 pub struct EndArgs {
     /// Name of the WasmPlugin.
     pub name: String,
-    /// Namespace the host reads WasmPlugins from.
-    #[arg(
-        long,
-        short = 'n',
-        env = "WASMOP_PLUGIN_NAMESPACE",
-        default_value = "default"
-    )]
-    pub namespace: String,
-    /// Kubeconfig file (default: `$KUBECONFIG` or `~/.kube/config`).
-    #[arg(long, env = "WASMOP_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Do not wait for the host's verdict.
-    #[arg(long)]
-    pub no_wait: bool,
-    /// How long to wait for the verdict, in seconds.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
+    /// Where, and how long to wait.
+    #[command(flatten)]
+    pub target: Target,
 }
 
 /// Runs `wasmop promote` (or, with `promote` false, `wasmop abort`); returns whether the
 /// host carried it out.
 pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
-    let client = client(args.kubeconfig.as_deref()).await?;
-    let api: Api<WasmPlugin> = Api::namespaced(client, &args.namespace);
+    let client = client(args.target.kubeconfig.as_deref()).await?;
+    let api: Api<WasmPlugin> = Api::namespaced(client, &args.target.namespace);
     let wp = api
         .get_opt(&args.name)
         .await
@@ -78,7 +60,7 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "no WasmPlugin {}/{} (wasmop push creates it)",
-                args.namespace,
+                args.target.namespace,
                 args.name
             )
         })?;
@@ -87,7 +69,7 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
     } else if wp.spec.rollout.is_none() {
         anyhow::bail!(
             "WasmPlugin {}/{} has no candidate: nothing to abort",
-            args.namespace,
+            args.target.namespace,
             args.name
         );
     } else {
@@ -100,37 +82,19 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
     let what = if promote { "promoted" } else { "aborted" };
     println!(
         "{what}: WasmPlugin {}/{} {}",
-        args.namespace,
+        args.target.namespace,
         args.name,
         candidate.unwrap_or_default()
     );
-    if args.no_wait {
+    if args.target.no_wait {
         return Ok(true);
     }
     let generation = written.metadata.generation;
     let digest = written.spec.sha256.clone();
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", args.name));
-    let verdicts = watcher(api, config)
-        .default_backoff()
-        .applied_objects()
-        .filter_map(|wp| {
-            futures::future::ready(
-                wp.ok()
-                    .and_then(|wp| super::push::verdict(&wp, generation, &digest)),
-            )
-        });
-    let mut verdicts = std::pin::pin!(verdicts);
-    match tokio::time::timeout(Duration::from_secs(args.timeout), verdicts.next()).await {
-        Ok(Some((ok, line))) => {
-            println!("{line}");
-            Ok(ok)
-        }
-        _ => anyhow::bail!(
-            "no verdict from the host within {} s (is `wasmop run` watching namespace `{}`?)",
-            args.timeout,
-            args.namespace
-        ),
-    }
+    wait_for_verdict(api, &args.name, &args.target, |wp| {
+        super::push::verdict(wp, generation, &digest)
+    })
+    .await
 }
 
 #[cfg(test)]

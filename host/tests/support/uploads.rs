@@ -28,11 +28,24 @@ pub fn push_with(cluster: &Cluster, name: &str, file: &str, extra: &[&str]) -> (
 /// Runs `wasmop ARGS --kubeconfig K --namespace default`; returns whether it succeeded and
 /// what it printed.
 pub fn wasmop_on(cluster: &Cluster, args: &[&str]) -> (bool, String) {
+    let kubeconfig = cluster.kubeconfig.to_str().unwrap();
+    let mut all = args.to_vec();
+    all.extend([
+        "--kubeconfig",
+        kubeconfig,
+        "--namespace",
+        "default",
+        "--timeout",
+        "120",
+    ]);
+    wasmop(&all)
+}
+
+/// Runs `wasmop ARGS`; returns whether it succeeded and what it printed (stdout, then
+/// stderr).
+pub fn wasmop(args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args(args)
-        .arg("--kubeconfig")
-        .arg(&cluster.kubeconfig)
-        .args(["--namespace", "default", "--timeout", "120"])
         .output()
         .unwrap();
     let text = format!(
