@@ -33,6 +33,10 @@ fn after(
     object: String,
     recording: bool,
 ) {
+    // The common case, nothing beside the decision: no copy of the outcome is made.
+    if matches!(role, Role::Active) && !recording {
+        return;
+    }
     let result = Outcome::of(outcome);
     if let Role::Canary(c) = role {
         let labels = RolloutLabels {
