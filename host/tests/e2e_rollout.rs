@@ -39,6 +39,15 @@ async fn wasmplugin(client: &kube::Client) -> DynamicObject {
         .unwrap()
 }
 
+/// Waits until the host ended the rollout by itself (the spec names no candidate).
+async fn rollout_ended(client: &kube::Client, what: &str) {
+    eventually(Duration::from_secs(60), what, || async {
+        let wp = wasmplugin(client).await;
+        wp.data["spec"].get("rollout").is_none().then_some(())
+    })
+    .await;
+}
+
 /// Names of the live pods, and how many carry v2's label.
 async fn pod_names(pods: &Api<Pod>) -> (BTreeSet<String>, usize) {
     let all = pods.list(&Default::default()).await.unwrap().items;
@@ -306,15 +315,7 @@ async fn shadow_promote_abort_canary_record_and_replay() {
         ],
     );
     assert!(ok, "{text}");
-    eventually(
-        Duration::from_secs(60),
-        "the broken candidate aborted",
-        || async {
-            let wp = wasmplugin(&client).await;
-            wp.data["spec"].get("rollout").is_none().then_some(())
-        },
-    )
-    .await;
+    rollout_ended(&client, "the broken candidate aborted").await;
     let (_, metrics) = host.http_get("/metrics").unwrap();
     let faults = metrics
         .lines()
@@ -428,15 +429,7 @@ async fn shadow_promote_abort_canary_record_and_replay() {
         &["--shadow", "--promote-after", "20"],
     );
     assert!(ok, "{text}");
-    eventually(
-        Duration::from_secs(60),
-        "the agreeing candidate promoted",
-        || async {
-            let wp = wasmplugin(&client).await;
-            wp.data["spec"].get("rollout").is_none().then_some(())
-        },
-    )
-    .await;
+    rollout_ended(&client, "the agreeing candidate promoted").await;
     let promoted = event_notes(&client, "RolloutPromoted").await;
     assert!(
         promoted
