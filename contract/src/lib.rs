@@ -125,10 +125,13 @@ pub enum Verb {
     Patch,
     /// delete
     Delete,
+    /// Not an API verb: applying to an existing object of the kind that no controller, or
+    /// another one, controls (adoption) is allowed. Never part of an RBAC rule.
+    Adopt,
 }
 
 impl Verb {
-    /// The verb as Kubernetes RBAC spells it.
+    /// The verb as Kubernetes RBAC spells it (`adopt` is the host's own).
     pub fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "get",
@@ -138,6 +141,7 @@ impl Verb {
             Verb::Update => "update",
             Verb::Patch => "patch",
             Verb::Delete => "delete",
+            Verb::Adopt => "adopt",
         }
     }
 }

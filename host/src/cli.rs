@@ -40,6 +40,9 @@ pub enum Command {
     /// Run a plugin version against recorded decisions (`wasmop run --record`) and list
     /// what it decides differently.
     Replay(offline::replay::ReplayArgs),
+    /// Print the RBAC that grants a plugin exactly what it declares (its own ServiceAccount,
+    /// the host's reads for it, impersonation), for an admin to review and apply.
+    Rbac(crate::principals::manifest::RbacArgs),
     /// Print the CustomResourceDefinition of WasmPlugin (YAML).
     Crd,
     /// Create a new plugin crate (outside any workspace) that builds, tests and runs as is.
@@ -102,6 +105,7 @@ pub fn main() -> ExitCode {
         Command::Promote(a) => block_on(crate::registry::rollout::run(a, true)).map(exit_if),
         Command::Abort(a) => block_on(crate::registry::rollout::run(a, false)).map(exit_if),
         Command::Replay(a) => offline::replay::run(a).map(exit_if),
+        Command::Rbac(a) => crate::principals::manifest::run(a).map(|()| ExitCode::SUCCESS),
         Command::Crd => print_wasmplugin_crd().map(|()| ExitCode::SUCCESS),
         Command::New(a) => crate::scaffold::run(a).map(|()| ExitCode::SUCCESS),
         Command::Dev(a) => block_on(crate::dev::run(a)).map(|()| ExitCode::SUCCESS),

@@ -14,6 +14,7 @@ pub mod observe;
 pub mod offline;
 pub mod operator;
 pub mod ops;
+pub mod principals;
 pub mod registry;
 pub mod rollout;
 pub mod runtime;

@@ -26,6 +26,7 @@ fn verb(v: plain::Verb) -> wit::Verb {
         plain::Verb::Update => wit::Verb::Update,
         plain::Verb::Patch => wit::Verb::Patch,
         plain::Verb::Delete => wit::Verb::Delete,
+        plain::Verb::Adopt => wit::Verb::Adopt,
     }
 }
 

@@ -87,6 +87,22 @@ pub struct RunArgs {
     /// Recorded decisions kept per plugin (the oldest go first).
     #[arg(long, env = "WASMOP_RECORD_MAX", default_value_t = 1000)]
     pub record_max: usize,
+    /// Namespace of the plugins' ServiceAccounts, which the host impersonates for every
+    /// request a plugin's plans cause (default: the plugin namespace).
+    #[arg(long, env = "WASMOP_PLUGIN_SERVICE_ACCOUNT_NAMESPACE")]
+    pub plugin_service_account_namespace: Option<String>,
+    /// Name of a plugin's ServiceAccount; `{name}` is the plugin's name. `wasmop rbac`
+    /// prints the RBAC that grants one what its plugin declares.
+    #[arg(long, env = "WASMOP_PLUGIN_SERVICE_ACCOUNT", default_value = crate::principals::identity::DEFAULT_TEMPLATE)]
+    pub plugin_service_account: String,
+    /// Seconds between two checks of a version waiting for its permissions
+    /// (`PermissionsMissing`): it activates once its ServiceAccount holds them.
+    #[arg(long, env = "WASMOP_PERMISSIONS_RECHECK_SECONDS", default_value_t = 5)]
+    pub permissions_recheck_seconds: u64,
+    /// TESTS ONLY: send plans without the guard's checks, so that a test can show what the
+    /// API server refuses on its own. Never in a real deployment.
+    #[arg(long, env = "WASMOP_UNSAFE_DISABLE_GUARD", hide = true)]
+    pub unsafe_disable_guard: bool,
     /// Log format: `text` or `json`.
     #[arg(long, env = "WASMOP_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,

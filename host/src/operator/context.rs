@@ -138,8 +138,11 @@ pub struct RelatedCache {
 
 /// Shared by the reconciles of one plugin.
 pub struct Context {
-    /// Kubernetes client.
+    /// Kubernetes client of the host: its reads (and the discovery of the unguarded mode).
     pub client: Client,
+    /// The client the plugin acts through (its ServiceAccount, impersonated): every write
+    /// its plans cause, its status, its Events, its finalizer.
+    pub writer: Client,
     /// The sandbox.
     pub sandbox: Sandbox,
     /// The active plugin version.

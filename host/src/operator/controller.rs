@@ -51,6 +51,11 @@ pub struct ControllerDeps {
     pub caches: Arc<SharedCaches>,
     /// Where decisions are recorded.
     pub cases: Arc<crate::rollout::record::CaseRecorder>,
+    /// The clients plugins act through (their own ServiceAccounts).
+    pub principals: Arc<crate::principals::identity::Principals>,
+    /// The host's client without the fence: SubjectAccessReviews (questions, not writes)
+    /// are asked by standbys too.
+    pub reviewer: Client,
 }
 
 /// Which primaries an event of a related object concerns.
@@ -165,14 +170,22 @@ pub async fn run_controller(
     }
 
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
+    let writer = match deps.principals.client_for(&info.name) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(plugin = %info.name, error = %e, "cannot make the plugin's client");
+            return;
+        }
+    };
     let ctx = Arc::new(Context {
         client: deps.client.clone(),
+        writer: writer.clone(),
         sandbox: deps.sandbox.clone(),
         slot,
         primary: primary_ar,
         related: related.clone(),
         guard: deps.guard.clone(),
-        recorder: Recorder::new(deps.client.clone(), deps.reporter.clone()),
+        recorder: Recorder::new(writer, deps.reporter.clone()),
         metrics: deps.metrics.clone(),
         backoff: Backoff::default(),
         primary_store: primary_store.clone(),

@@ -101,7 +101,7 @@ pub async fn not_ready(
 ) -> Result<(), kube::Error> {
     let info = &plugin.info;
     let stored =
-        execute::mark_not_ready(&ctx.client, &info.primary, primary, pref, reason, message).await?;
+        execute::mark_not_ready(&ctx.writer, &info.primary, primary, pref, reason, message).await?;
     if let Some(stored) = stored {
         seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
     }

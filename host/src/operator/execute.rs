@@ -8,9 +8,9 @@ use kube::Client;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 
-use super::guard::{PrimaryRef, Step};
+use super::guard::{PrimaryRef, Step, Violation};
 use super::kinds::api_for;
-use crate::runtime::KindRef;
+use crate::runtime::{KindRef, PluginInfo, Verb};
 
 /// One completed write, as the API server answered it.
 #[derive(Debug)]
@@ -133,6 +133,57 @@ pub async fn run_steps(
         }
     }
     Ok(())
+}
+
+/// The `adoption` rule, judged against the cluster before any step is sent: an apply to an
+/// existing object that the primary does not control (another controller does, or none)
+/// is refused unless the plugin declares `adopt` on its kind. Reads each object applied to
+/// by name, as the plugin (which is why `wasmop rbac` grants `get` with `patch`).
+pub async fn check_adoption(
+    client: &Client,
+    info: &PluginInfo,
+    primary: &PrimaryRef,
+    steps: &[Step],
+) -> Result<Result<(), Violation>, kube::Error> {
+    for step in steps {
+        let Step::Apply { kind, object } = step else {
+            continue;
+        };
+        if info.allows(&kind.api_version(), &kind.kind, Verb::Adopt) {
+            continue;
+        }
+        let ns = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(existing) = api_for(client, kind, ns).get_opt(name).await? else {
+            continue;
+        };
+        let controller = existing
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true));
+        if controller.is_some_and(|c| c.uid == primary.uid) {
+            continue;
+        }
+        let by = match controller {
+            Some(c) => format!("is controlled by {} {}", c.kind, c.name),
+            None => "is controlled by nothing".to_string(),
+        };
+        return Ok(Err(Violation::new(
+            "adoption",
+            format!(
+                "{} {name} exists and {by}; the plugin does not declare `adopt` on {}",
+                kind.kind, kind.kind
+            ),
+        )));
+    }
+    Ok(Ok(()))
 }
 
 /// Writes the primary's status through the status subresource (server-side apply);

@@ -65,7 +65,7 @@ pub async fn set_finalizers(
     pref: &PrimaryRef,
     finalizers: Vec<String>,
 ) -> Result<(), kube::Error> {
-    let api = api_for(&ctx.client, &info.primary, pref.namespace.as_deref());
+    let api = api_for(&ctx.writer, &info.primary, pref.namespace.as_deref());
     let stored = patch_finalizers(&api, &pref.name, &finalizers, obj).await?;
     seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
     Ok(())

@@ -1,10 +1,20 @@
 //! The guard: before anything is sent, a plan is checked against what its plugin declared
 //! and against the host's own rules. A plan passes whole or not at all.
 //!
-//! Rules (the `rule` of a [`Violation`]): `max-actions`, `undeclared` (kind or verb not in
-//! the plugin's permissions), `namespace` (outside the primary's namespace), `own-pod`
-//! (the host's own pod), `delete-budget` (too many deletions of objects the plugin does not
-//! own in the last minute), `malformed` (an object without what the API needs).
+//! Rules (the `rule` of a [`Violation`]): `max-actions`, `protected` (RBAC objects,
+//! ServiceAccounts, Secrets, WasmPlugins, the host's own ConfigMaps and Leases: never,
+//! whatever the plugin declares), `undeclared` (kind or verb not in the plugin's
+//! permissions), `cluster-scoped` (a namespace on a cluster-scoped object), `namespace`
+//! (outside the primary's namespace), `own-pod` (the host's own pod), `owner-reference` (an
+//! ownerReference to anything but the primary), `delete-budget` (too many deletions of
+//! objects the plugin does not own in the last minute), `malformed` (an object without what
+//! the API needs). Two more are judged when the plan is carried out, since they need the
+//! cluster: `adoption` (an apply to an existing object that the primary does not control,
+//! unless the plugin declares `adopt` on its kind; see the executor) and `api-server` (the
+//! API server refused a write: RBAC of the plugin's ServiceAccount, Pod Security, ...).
+//!
+//! Kubernetes RBAC is the boundary (each plugin acts as its own ServiceAccount); the guard
+//! is the early refusal that says which rule, before anything is sent.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
@@ -23,6 +33,12 @@ pub struct GuardConfig {
     pub foreign_deletes_per_minute: usize,
     /// The host's own pod (namespace, name), from the downward API.
     pub own_pod: Option<(String, String)>,
+    /// The host's namespace (its uploads and its Lease live there): ConfigMaps named
+    /// `wasmplugin-*` and Leases in it are the host's own.
+    pub host_namespace: Option<String>,
+    /// Whether plans are checked at all. Off only in tests that show what the API server
+    /// refuses without the guard (`--unsafe-disable-guard`).
+    pub enforce: bool,
 }
 
 impl Default for GuardConfig {
@@ -31,6 +47,8 @@ impl Default for GuardConfig {
             max_actions: 500,
             foreign_deletes_per_minute: 30,
             own_pod: None,
+            host_namespace: None,
+            enforce: true,
         }
     }
 }
@@ -45,11 +63,18 @@ pub struct Violation {
     pub detail: String,
 }
 
-fn violation(rule: &'static str, detail: impl Into<String>) -> Violation {
-    Violation {
-        rule,
-        detail: detail.into(),
+impl Violation {
+    /// A violation of `rule`.
+    pub fn new(rule: &'static str, detail: impl Into<String>) -> Violation {
+        Violation {
+            rule,
+            detail: detail.into(),
+        }
     }
+}
+
+fn violation(rule: &'static str, detail: impl Into<String>) -> Violation {
+    Violation::new(rule, detail)
 }
 
 /// One checked step, ready for the executor.
@@ -155,12 +180,58 @@ impl Guard {
                 .is_some_and(|(own_ns, own)| Some(own_ns.as_str()) == ns && own == name)
     }
 
+    /// Objects no plugin may ever write, whatever it declares.
+    fn check_protected(
+        &self,
+        api_version: &str,
+        kind: &str,
+        ns: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<(), Violation> {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let host_ns = self.cfg.host_namespace.as_deref();
+        let in_host_ns = host_ns.is_some() && ns == host_ns;
+        let why = match (group, kind) {
+            ("rbac.authorization.k8s.io", _) => Some("RBAC objects"),
+            ("", "ServiceAccount") => Some("ServiceAccounts"),
+            ("", "Secret") => Some("Secrets"),
+            ("wasmop.dev", _) => Some("the host's WasmPlugins"),
+            ("", "ConfigMap")
+                if in_host_ns && name.is_some_and(|n| n.starts_with("wasmplugin-")) =>
+            {
+                Some("the host's plugin uploads")
+            }
+            ("coordination.k8s.io", "Lease") if in_host_ns => Some("the host's Leases"),
+            _ => None,
+        };
+        match why {
+            Some(what) => Err(violation(
+                "protected",
+                format!(
+                    "{kind} {}: no plugin may write {what}",
+                    name.unwrap_or("(generated)")
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn check_namespace(
         &self,
         kind: &KindRef,
         ns: Option<&str>,
         primary: &PrimaryRef,
     ) -> Result<(), Violation> {
+        if !kind.namespaced && ns.is_some() {
+            return Err(violation(
+                "cluster-scoped",
+                format!(
+                    "{} is cluster-scoped and cannot be given namespace `{}`",
+                    kind.kind,
+                    ns.unwrap_or_default()
+                ),
+            ));
+        }
         if kind.namespaced && ns.is_some() && ns != primary.namespace.as_deref() {
             return Err(violation(
                 "namespace",
@@ -196,6 +267,15 @@ impl Guard {
                 ));
             }
         };
+        let name = s("/metadata/name");
+        let generate = s("/metadata/generateName");
+        let ns = s("/metadata/namespace");
+        self.check_protected(
+            &api_version,
+            &kind_name,
+            ns.as_deref().or(primary.namespace.as_deref()),
+            name.as_deref(),
+        )?;
         let kind = find_kind(info, &api_version, &kind_name)
             .ok_or_else(|| {
                 violation(
@@ -204,9 +284,6 @@ impl Guard {
                 )
             })?
             .clone();
-        let name = s("/metadata/name");
-        let generate = s("/metadata/generateName");
-        let ns = s("/metadata/namespace");
         self.check_namespace(&kind, ns.as_deref(), primary)?;
         let create = name.is_none();
         if create && generate.is_none() {
@@ -230,13 +307,27 @@ impl Guard {
                 format!("plan touches the host's own pod `{n}`"),
             ));
         }
+        let refs = object["metadata"]
+            .get("ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(foreign) = refs
+            .iter()
+            .find(|r| r.get("uid").and_then(Value::as_str) != Some(primary.uid.as_str()))
+        {
+            return Err(violation(
+                "owner-reference",
+                format!(
+                    "{kind_name} names owner {} {} (uid {}): a plugin may only reference its primary",
+                    foreign["kind"].as_str().unwrap_or("?"),
+                    foreign["name"].as_str().unwrap_or("?"),
+                    foreign["uid"].as_str().unwrap_or("none")
+                ),
+            ));
+        }
         if kind.namespaced {
             object["metadata"]["namespace"] = json!(primary.namespace);
-            let refs = object["metadata"]
-                .get("ownerReferences")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
             if !refs
                 .iter()
                 .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
@@ -281,6 +372,12 @@ impl Guard {
                     steps.push(self.prepare_object(info, primary, object.clone())?)
                 }
                 Action::Delete(target) => {
+                    self.check_protected(
+                        &target.api_version,
+                        &target.kind,
+                        target.namespace.as_deref().or(primary.namespace.as_deref()),
+                        Some(&target.name),
+                    )?;
                     let kind = find_kind(info, &target.api_version, &target.kind)
                         .ok_or_else(|| {
                             violation(
@@ -298,8 +395,8 @@ impl Guard {
                             format!("verb `delete` on {} is not declared", target.kind),
                         ));
                     }
+                    self.check_namespace(&kind, target.namespace.as_deref(), primary)?;
                     let ns = target.namespace.as_deref().or(primary.namespace.as_deref());
-                    self.check_namespace(&kind, ns, primary)?;
                     if self.is_own_pod(&kind, ns, &target.name) {
                         return Err(violation(
                             "own-pod",

@@ -29,6 +29,7 @@ pub mod packed;
 pub mod plugins;
 pub mod reconcile;
 pub mod seen;
+pub mod unguarded;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,7 +82,15 @@ pub async fn fenced_client(
     fence: std::sync::Arc<Fence>,
     metrics: std::sync::Arc<Metrics>,
 ) -> anyhow::Result<kube::Client> {
-    let mut config = client_config(kubeconfig).await?;
+    fenced_client_from(client_config(kubeconfig).await?, fence, metrics)
+}
+
+/// [`fenced_client`] from a configuration (a plugin's, impersonating its ServiceAccount).
+pub fn fenced_client_from(
+    mut config: kube::Config,
+    fence: std::sync::Arc<Fence>,
+    metrics: std::sync::Arc<Metrics>,
+) -> anyhow::Result<kube::Client> {
     config.default_retry = false;
     // The retry layer needs a service it can clone; kube's stack is boxed, hence the buffer.
     Ok(kube::client::ClientBuilder::try_from(config)?
@@ -200,7 +209,31 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             shutdown_rx.clone(),
         )));
     }
-    let client = fenced_client(args.kubeconfig.as_deref(), fence.clone(), metrics.clone()).await?;
+    let reviewer = client.clone();
+    let base_config = client_config(args.kubeconfig.as_deref()).await?;
+    let client = fenced_client_from(base_config.clone(), fence.clone(), metrics.clone())?;
+    let plugin_ns = args
+        .plugin_namespace
+        .clone()
+        .or_else(|| args.pod_namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    let naming = crate::principals::identity::Naming {
+        namespace: args
+            .plugin_service_account_namespace
+            .clone()
+            .unwrap_or_else(|| plugin_ns.clone()),
+        template: args.plugin_service_account.clone(),
+    };
+    tracing::info!(service_accounts = %naming.user("{name}"), "plugins act as their own ServiceAccounts");
+    if args.unsafe_disable_guard {
+        tracing::warn!("--unsafe-disable-guard: plans are sent unchecked (tests only)");
+    }
+    let principals = crate::principals::identity::Principals::fenced(
+        naming,
+        base_config,
+        fence.clone(),
+        metrics.clone(),
+    );
 
     let deps = ControllerDeps {
         client: client.clone(),
@@ -216,6 +249,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     n,
                 )
             }),
+            host_namespace: Some(plugin_ns.clone()),
+            enforce: !args.unsafe_disable_guard,
         })),
         metrics: metrics.clone(),
         namespace: args.namespace.clone(),
@@ -234,6 +269,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.record_max,
             args.record.is_some(),
         )),
+        principals,
+        reviewer,
     };
     let manager = Arc::new(Manager::new(
         deps,
@@ -242,11 +279,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         limits,
         shutdown_rx.clone(),
     ));
-    let plugin_ns = args
-        .plugin_namespace
-        .clone()
-        .or_else(|| args.pod_namespace.clone())
-        .unwrap_or_else(|| "default".into());
     if !args.no_uploads {
         tokio::spawn(crate::registry::report::run(
             client.clone(),
@@ -266,6 +298,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             client.clone(),
             manager.clone(),
             plugin_ns.clone(),
+            Duration::from_secs(args.permissions_recheck_seconds.max(1)),
             shutdown_rx.clone(),
         ));
     }

@@ -206,11 +206,26 @@ async fn reconcile_with(
         Decided::Plan(plan) => plan,
         Decided::Done(action) => return Ok(action),
     };
-    let steps = match ctx.guard.check(info, &pref, &plan, &owned) {
+    let checked = if ctx.guard.config().enforce {
+        ctx.guard.check(info, &pref, &plan, &owned)
+    } else {
+        super::unguarded::steps(&ctx.client, info, &pref, &plan).await
+    };
+    let steps = match checked {
         Ok(steps) => steps,
         Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
     };
-    execute_plan(ctx, plugin, obj, &pref, &steps, &plan).await?;
+    let verdict = match execute_plan(ctx, plugin, obj, &pref, &steps, &plan).await {
+        Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
+            Err(Violation::new("api-server", s.message))
+        }
+        Err(Failure::Rejected(v)) => Err(v),
+        other => Ok(other),
+    };
+    match verdict {
+        Ok(done) => done?,
+        Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
+    }
 
     if entry == Entry::Cleanup && plan.actions.is_empty() {
         finalize::release(ctx, info, obj, &pref).await?;
@@ -223,7 +238,8 @@ async fn reconcile_with(
     })
 }
 
-/// A plan the guard refused: metric, Warning Event, `Ready=False`.
+/// A plan the guard (or, for `api-server`, the API server) refused: metric, Warning
+/// Event, `Ready=False`.
 async fn refused(
     ctx: &Context,
     plugin: &LoadedPlugin,
@@ -231,7 +247,7 @@ async fn refused(
     v: Violation,
 ) -> Failure {
     let info = &plugin.info;
-    tracing::warn!(rule = v.rule, detail = %v.detail, "plan rejected by the guard");
+    tracing::warn!(rule = v.rule, detail = %v.detail, "plan rejected");
     ctx.metrics
         .rejected_plans
         .get_or_create(&crate::ops::metrics::RejectLabels {
@@ -255,7 +271,12 @@ async fn execute_plan(
     plan: &Plan,
 ) -> Result<(), Failure> {
     let info = &plugin.info;
-    execute::run_steps(&ctx.client, &info.name, steps, &mut |written| {
+    if ctx.guard.config().enforce
+        && let Err(v) = execute::check_adoption(&ctx.writer, info, pref, steps).await?
+    {
+        return Err(Failure::Rejected(v));
+    }
+    execute::run_steps(&ctx.writer, &info.name, steps, &mut |written| {
         seen::record(ctx, &pref.uid, written)
     })
     .await?;
@@ -263,7 +284,7 @@ async fn execute_plan(
     // status equal to the cached one would change nothing: no request is sent for it.
     if let Some(status) = plan.status.as_ref().filter(|s| !same_status(obj, s)) {
         let stored =
-            execute::write_status(&ctx.client, &info.name, &info.primary, pref, status).await?;
+            execute::write_status(&ctx.writer, &info.name, &info.primary, pref, status).await?;
         seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
     }
     for ev in &plan.events {

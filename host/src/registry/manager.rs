@@ -21,6 +21,10 @@
 //!   replaces a version that runs from a file. Two uploads (or two files) of the same name:
 //!   the first one keeps it (`NameTaken`).
 //! - A controller that does not stop within its grace period is aborted.
+//!
+//! Approval: a version (active or candidate) whose plugin's ServiceAccount lacks a rule the
+//! version declares is refused with `PermissionsMissing` (the running version stays); its
+//! source offers it again until the RBAC is there.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -274,6 +278,31 @@ impl Manager {
         Ok(())
     }
 
+    /// Admin approval: the version becomes active only if its plugin's ServiceAccount holds
+    /// every rule it declares (SubjectAccessReview, in the host's namespace or everywhere).
+    async fn approve(&self, info: &PluginInfo) -> Result<(), Rejection> {
+        let naming = self.deps.principals.naming();
+        let ns = self.deps.namespace.as_deref();
+        let missing = crate::principals::review::missing(&self.deps.reviewer, naming, info, ns)
+            .await
+            .map_err(|e| {
+                Rejection::new(
+                    "PermissionsUnchecked",
+                    format!(
+                        "could not ask the API server what ServiceAccount {} may do (the host needs `create subjectaccessreviews`): {e}",
+                        naming.user(&info.name)
+                    ),
+                )
+            })?;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(Rejection::new(
+            "PermissionsMissing",
+            crate::principals::review::report(naming, &info.name, &missing, ns),
+        ))
+    }
+
     /// Reconciles every object of every running plugin again (on taking the lead).
     pub async fn reconcile_everything(&self) {
         for r in self.running.lock().await.values() {
@@ -335,6 +364,11 @@ impl Manager {
                     change: Change::Unchanged,
                 });
             }
+        }
+        if let Err(mut r) = self.approve(&info).await {
+            tracing::warn!(plugin = %name, version = %info.version, reason = r.reason, "{}", r.message);
+            r.plugin = Some(name);
+            return Err(r);
         }
         self.count(&name, LoadResult::Accepted);
         let change = match running.remove(&name) {
@@ -444,6 +478,7 @@ impl Manager {
                 ),
             ));
         }
+        self.approve(&info).await?;
         let candidate = Candidate {
             plugin: Arc::new(plugin),
             mode,
@@ -524,7 +559,14 @@ impl Manager {
             return;
         }
         let ns = self.deps.namespace.as_deref();
-        match finalize::release_everywhere(&self.deps.client, info, fin, ns).await {
+        let client = match self.deps.principals.client_for(&info.name) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(plugin = %info.name, error = %e, "cannot make the plugin's client");
+                return;
+            }
+        };
+        match finalize::release_everywhere(&client, info, fin, ns).await {
             Ok(n) => tracing::info!(plugin = %info.name, finalizer = fin, released = n,
                 "finalizer no longer declared: released from the plugin's objects"),
             Err(e) => tracing::error!(plugin = %info.name, finalizer = fin, error = %e,

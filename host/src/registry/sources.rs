@@ -42,6 +42,8 @@ pub async fn watch_dir(
     // The plugin each accepted file runs; an upload may take it over (same name), and once
     // that upload is deleted the file is offered again.
     let mut accepted: HashMap<PathBuf, String> = HashMap::new();
+    // Files refused for want of permissions (reported once, offered at every look).
+    let mut waiting: HashSet<PathBuf> = HashSet::new();
     loop {
         let mut retry = Vec::new();
         for (path, name) in &superseded {
@@ -88,8 +90,16 @@ pub async fn watch_dir(
             let origin = format!("dir:{}", path.display());
             match manager.offer(&origin, bytes).await {
                 Ok(a) => {
+                    waiting.remove(&path);
                     tracing::info!(file = %path.display(), plugin = %a.info.name, version = %a.info.version, change = ?a.change, "plugin file accepted");
                     accepted.insert(path.clone(), a.info.name.clone());
+                }
+                Err(r) if waits_for_permissions(&r) => {
+                    // Offered again at the next look, until its RBAC is there.
+                    seen.remove(&path);
+                    if waiting.insert(path.clone()) {
+                        tracing::warn!(file = %path.display(), reason = r.reason, "plugin file waits for its permissions: {}", r.message);
+                    }
                 }
                 Err(r) if r.reason == "Superseded" => {
                     tracing::info!(file = %path.display(), "{r}");
@@ -107,6 +117,12 @@ pub async fn watch_dir(
             _ = shutdown.wait_for(|v| *v) => return,
         }
     }
+}
+
+/// Whether a refusal ends once an admin grants the plugin's RBAC (the source offers the
+/// version again until then).
+pub fn waits_for_permissions(r: &Rejection) -> bool {
+    matches!(r.reason, "PermissionsMissing" | "PermissionsUnchecked")
 }
 
 fn origin_of(wp: &WasmPlugin) -> String {
@@ -320,8 +336,9 @@ async fn handle_candidate(
 
 /// Handles one WasmPlugin: fetch, verify, offer (the active version, then the candidate),
 /// report (the log line says how long each part took: fetching the ConfigMap, loading the
-/// version, in all with the status written).
-pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_startup: bool) {
+/// version, in all with the status written). Returns whether a version waits for its
+/// permissions (to be handled again until they are granted).
+pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_startup: bool) -> bool {
     let origin = origin_of(wp);
     let started = std::time::Instant::now();
     let ns = wp.metadata.namespace.as_deref();
@@ -354,6 +371,11 @@ pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_star
         }
         None => {}
     }
+    outcome.as_ref().err().is_some_and(waits_for_permissions)
+        || candidate
+            .as_ref()
+            .and_then(|c| c.as_ref().err())
+            .is_some_and(waits_for_permissions)
 }
 
 /// Loads every WasmPlugin of `namespace` once (before the plugins directory, so uploads win).
@@ -370,13 +392,18 @@ pub async fn load_cluster(
 }
 
 /// Watches the WasmPlugins of `namespace` until shutdown: new or changed ones are offered,
-/// deleted ones stop their plugin.
+/// deleted ones stop their plugin; one whose version waits for its permissions is handled
+/// again every `recheck`.
 pub async fn watch_cluster(
     client: Client,
     manager: Arc<Manager>,
     namespace: String,
+    recheck: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut waiting: HashMap<String, WasmPlugin> = HashMap::new();
+    let mut tick = tokio::time::interval(recheck);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let api: Api<WasmPlugin> = Api::namespaced(client.clone(), &namespace);
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
@@ -387,9 +414,18 @@ pub async fn watch_cluster(
     // own verdict, a rollout's counts every second) needs no new fetch and offer.
     let mut handled: HashMap<String, Option<i64>> = HashMap::new();
     loop {
-        let event = tokio::select! {
-            e = events.next() => e,
+        let next = tokio::select! {
+            e = events.next() => Some(e),
+            _ = tick.tick() => None,
             _ = shutdown.wait_for(|v| *v) => return,
+        };
+        let Some(event) = next else {
+            for (origin, wp) in std::mem::take(&mut waiting) {
+                if handle(&client, &manager, &wp, false).await {
+                    waiting.insert(origin, wp);
+                }
+            }
+            continue;
         };
         match event {
             Some(Ok(watcher::Event::Init)) => {
@@ -404,11 +440,15 @@ pub async fn watch_cluster(
                 if handled.get(&origin) == Some(&wp.metadata.generation) {
                     continue;
                 }
-                handled.insert(origin, wp.metadata.generation);
-                handle(&client, &manager, &wp, false).await;
+                handled.insert(origin.clone(), wp.metadata.generation);
+                waiting.remove(&origin);
+                if handle(&client, &manager, &wp, false).await {
+                    waiting.insert(origin, wp);
+                }
             }
             Some(Ok(watcher::Event::InitDone)) => {
                 for gone in known.difference(&listed).cloned().collect::<Vec<_>>() {
+                    waiting.remove(&gone);
                     manager.remove(&gone).await;
                     handled.remove(&gone);
                     known.remove(&gone);
@@ -416,6 +456,7 @@ pub async fn watch_cluster(
             }
             Some(Ok(watcher::Event::Delete(wp))) => {
                 let origin = origin_of(&wp);
+                waiting.remove(&origin);
                 known.remove(&origin);
                 handled.remove(&origin);
                 manager.remove(&origin).await;

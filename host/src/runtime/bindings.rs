@@ -39,6 +39,7 @@ fn verb(v: wit::Verb) -> plain::Verb {
         wit::Verb::Update => plain::Verb::Update,
         wit::Verb::Patch => plain::Verb::Patch,
         wit::Verb::Delete => plain::Verb::Delete,
+        wit::Verb::Adopt => plain::Verb::Adopt,
     }
 }
 

@@ -59,7 +59,137 @@ fn guard(budget: usize) -> Guard {
         max_actions: 3,
         foreign_deletes_per_minute: budget,
         own_pod: Some(("ns".into(), "host-pod".into())),
+        host_namespace: Some("wasmop-system".into()),
+        enforce: true,
     })
+}
+
+/// `info` declaring `verbs` on every kind of `kinds` (apiVersion, kind, plural, namespaced).
+fn declaring(kinds: &[(&str, &str, &str, bool)], verbs: Vec<Verb>) -> PluginInfo {
+    let mut i = info(verbs.clone());
+    for (av, kind, plural, namespaced) in kinds {
+        let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+        i.permissions.push(Permission {
+            kind: KindRef {
+                group: group.into(),
+                version: version.into(),
+                kind: (*kind).into(),
+                plural: (*plural).into(),
+                namespaced: *namespaced,
+            },
+            verbs: verbs.clone(),
+        });
+    }
+    i
+}
+
+fn rule_of(g: &Guard, i: &PluginInfo, object: Value) -> &'static str {
+    g.check(i, &primary(), &Plan::new().apply(&object), &HashSet::new())
+        .unwrap_err()
+        .rule
+}
+
+#[test]
+fn protected_objects_are_refused_whatever_is_declared() {
+    let i = declaring(
+        &[
+            (
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+                false,
+            ),
+            ("v1", "Secret", "secrets", true),
+            ("v1", "ServiceAccount", "serviceaccounts", true),
+            ("wasmop.dev/v1alpha1", "WasmPlugin", "wasmplugins", true),
+            ("v1", "ConfigMap", "configmaps", true),
+            ("coordination.k8s.io/v1", "Lease", "leases", true),
+        ],
+        vec![Verb::Create, Verb::Patch, Verb::Delete],
+    );
+    let g = guard(5);
+    for (av, kind, ns) in [
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None),
+        ("v1", "Secret", None),
+        ("v1", "ServiceAccount", None),
+        ("wasmop.dev/v1alpha1", "WasmPlugin", Some("wasmop-system")),
+        ("v1", "ConfigMap", Some("wasmop-system")),
+        ("coordination.k8s.io/v1", "Lease", Some("wasmop-system")),
+    ] {
+        let mut o = json!({"apiVersion": av, "kind": kind, "metadata": {"name": "wasmplugin-x"}});
+        if let Some(ns) = ns {
+            o["metadata"]["namespace"] = json!(ns);
+        }
+        assert_eq!(rule_of(&g, &i, o), "protected", "{kind}");
+    }
+    // A ConfigMap of the primary's own namespace is an ordinary object.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "wasmplugin-x"}});
+    assert!(
+        g.check(&i, &primary(), &Plan::new().apply(&cm), &HashSet::new())
+            .is_ok()
+    );
+    // Deleting a Secret is refused the same way.
+    let secret = ObjectRef {
+        api_version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: None,
+        name: "s".into(),
+        uid: None,
+    };
+    let err = g
+        .check(&i, &primary(), &Plan::new().delete(secret), &HashSet::new())
+        .unwrap_err();
+    assert_eq!(err.rule, "protected");
+}
+
+#[test]
+fn owner_references_may_only_name_the_primary() {
+    let g = guard(5);
+    let i = info(vec![Verb::Create]);
+    let mut pod = new_pod();
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "other", "uid": "FOREIGN", "controller": true, "blockOwnerDeletion": true}]);
+    assert_eq!(rule_of(&g, &i, pod.clone()), "owner-reference");
+    // Its own reference to the primary is kept as it is.
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "app.example.com/v1alpha1",
+        "kind": "PodReplica", "name": "pr", "uid": "U", "controller": true}]);
+    let steps = g
+        .check(&i, &primary(), &Plan::new().apply(&pod), &HashSet::new())
+        .unwrap();
+    let Step::Create { object, .. } = &steps[0] else {
+        panic!("{steps:?}")
+    };
+    assert_eq!(
+        object["metadata"]["ownerReferences"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn cluster_scoped_kinds_need_a_declaration_and_never_get_a_namespace() {
+    let g = guard(5);
+    let ns_obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
+    assert_eq!(
+        rule_of(&g, &info(vec![Verb::Patch]), ns_obj.clone()),
+        "undeclared"
+    );
+    let i = declaring(
+        &[("v1", "Namespace", "namespaces", false)],
+        vec![Verb::Patch],
+    );
+    let steps = g
+        .check(&i, &primary(), &Plan::new().apply(&ns_obj), &HashSet::new())
+        .unwrap();
+    let Step::Apply { object, .. } = &steps[0] else {
+        panic!("{steps:?}")
+    };
+    assert!(object["metadata"].get("namespace").is_none(), "{object}");
+    let mut with_ns = ns_obj;
+    with_ns["metadata"]["namespace"] = json!("ns");
+    assert_eq!(rule_of(&g, &i, with_ns), "cluster-scoped");
 }
 
 #[test]

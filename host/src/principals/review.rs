@@ -1,0 +1,132 @@
+//! Admin approval: before a plugin version becomes active, the API server is asked
+//! (SubjectAccessReview) whether the plugin's ServiceAccount holds every rule the version
+//! needs. An upload cannot grant itself anything; what is missing is reported with the
+//! command an admin would run.
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::Client;
+use kube::api::{Api, PostParams};
+
+use super::identity::Naming;
+use super::rules::{Rule, plugin_rules};
+use crate::runtime::PluginInfo;
+
+/// One verb the plugin's ServiceAccount lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    /// The rule (with just that verb).
+    pub rule: Rule,
+    /// Where it was checked (`None`: in every namespace, or cluster-scoped).
+    pub namespace: Option<String>,
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} in namespace {ns}", self.rule),
+            None if self.rule.cluster_scoped => write!(f, "{} (cluster-scoped)", self.rule),
+            None => write!(f, "{} in all namespaces", self.rule),
+        }
+    }
+}
+
+/// Whether `user` may `verb` the rule's resource in `namespace` (`None`: all namespaces).
+async fn allowed(
+    client: &Client,
+    naming: &Naming,
+    user: &str,
+    rule: &Rule,
+    verb: &str,
+    namespace: Option<&str>,
+) -> Result<bool, kube::Error> {
+    let (resource, subresource) = rule.resource_parts();
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.to_string()),
+            groups: Some(naming.groups()),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(rule.group.clone()),
+                resource: Some(resource.to_string()),
+                subresource: subresource.map(str::to_string),
+                verb: Some(verb.to_string()),
+                namespace: if rule.cluster_scoped {
+                    None
+                } else {
+                    namespace.map(str::to_string)
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answer = api.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+/// The verbs of `info`'s plugin rules its ServiceAccount does not hold, checked in
+/// `namespace` (the host's `--namespace`) or in all namespaces.
+pub async fn missing(
+    client: &Client,
+    naming: &Naming,
+    info: &PluginInfo,
+    namespace: Option<&str>,
+) -> Result<Vec<Missing>, kube::Error> {
+    let user = naming.user(&info.name);
+    let checks: Vec<(Rule, &'static str)> = plugin_rules(info)
+        .into_iter()
+        .flat_map(|r| {
+            r.verbs
+                .clone()
+                .into_iter()
+                .map(move |v| (r.clone(), v))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let answers = futures::future::join_all(
+        checks
+            .iter()
+            .map(|(r, v)| allowed(client, naming, &user, r, v, namespace)),
+    )
+    .await;
+    let mut out = Vec::new();
+    for ((rule, verb), answer) in checks.into_iter().zip(answers) {
+        if !answer? {
+            out.push(Missing {
+                rule: Rule {
+                    verbs: [verb].into_iter().collect(),
+                    ..rule.clone()
+                },
+                namespace: (!rule.cluster_scoped)
+                    .then(|| namespace.map(str::to_string))
+                    .flatten(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The message of a `PermissionsMissing` verdict: the ServiceAccount, each missing rule,
+/// and the command that grants them.
+pub fn report(
+    naming: &Naming,
+    plugin: &str,
+    missing: &[Missing],
+    namespace: Option<&str>,
+) -> String {
+    let rules: Vec<String> = missing.iter().map(Missing::to_string).collect();
+    let scope = match namespace {
+        Some(ns) => format!("--namespace {ns}"),
+        None => "--cluster".to_string(),
+    };
+    format!(
+        "ServiceAccount {}/{} lacks: {}. An admin grants what this version declares with: wasmop rbac PLUGIN.wasm {scope} --service-account-namespace {} | kubectl apply -f - (it then activates without another upload)",
+        naming.namespace,
+        naming.service_account(plugin),
+        rules.join("; "),
+        naming.namespace,
+    )
+}
