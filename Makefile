@@ -58,7 +58,8 @@ host: setup
 
 ## plugins: build the plugin components with the size profile, plus the test-only variants
 ## (PodReplica v2 and v3, PodReplica under another name, PodReplica trapping in every
-## reconcile, a plugin that traps in info(), for the hot-swap, identity and rollout tests). The variants
+## reconcile, a plugin that traps in info(), the hostile plugin declaring more permissions,
+## for the hot-swap, identity, rollout and principals tests). The variants
 ## are built first in the same target directory (only the two crates whose features differ
 ## are recompiled) and copied aside; the shipped build comes last, so the directory ends with it.
 plugins: setup $(PLUGIN_DIR)/variants.stamp
@@ -69,8 +70,9 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 	$(PLUGIN_BUILD) --features podreplica/v2,wasmop-hostile/trap-info
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v2.wasm
 	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_trap_info.wasm
-	$(PLUGIN_BUILD) --features podreplica/v3
+	$(PLUGIN_BUILD) --features podreplica/v3,wasmop-hostile/more-permissions
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v3.wasm
+	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_more.wasm
 	$(PLUGIN_BUILD) --features podreplica/renamed
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_renamed.wasm
 	$(PLUGIN_BUILD) --features podreplica/broken
@@ -121,21 +123,27 @@ golden: host plugins
 	$(WASMOP) test $(PLUGIN_DIR)/chaospod.wasm guests/chaospod/cases
 
 ## crds: regenerate deploy/crds from the plugins
+## crds: generate deploy/crds (the plugins' CRDs and WasmPlugin's) and deploy/plugins (the
+## RBAC each bundled plugin declares: `wasmop rbac`)
 crds: host plugins
-	mkdir -p deploy/crds
+	mkdir -p deploy/crds deploy/plugins
 	$(WASMOP) info --crd $(PLUGIN_DIR)/podreplica.wasm > deploy/crds/podreplica.yaml
 	$(WASMOP) info --crd $(PLUGIN_DIR)/chaospod.wasm > deploy/crds/chaospod.yaml
 	$(WASMOP) crd > deploy/crds/wasmplugin.yaml
+	$(WASMOP) rbac $(PLUGIN_DIR)/podreplica.wasm > deploy/plugins/podreplica.yaml
+	$(WASMOP) rbac $(PLUGIN_DIR)/chaospod.wasm > deploy/plugins/chaospod.yaml
 
-## crds-check: fail when deploy/crds is out of date
+## crds-check: fail when deploy/crds or deploy/plugins is out of date
 crds-check: host plugins
 	@for p in podreplica chaospod; do \
 	  $(WASMOP) info --crd $(PLUGIN_DIR)/$$p.wasm | diff -u deploy/crds/$$p.yaml - \
 	    || { echo "deploy/crds/$$p.yaml is out of date: run 'make crds'" >&2; exit 1; }; \
+	  $(WASMOP) rbac $(PLUGIN_DIR)/$$p.wasm | diff -u deploy/plugins/$$p.yaml - \
+	    || { echo "deploy/plugins/$$p.yaml is out of date: run 'make crds'" >&2; exit 1; }; \
 	done
 	@$(WASMOP) crd | diff -u deploy/crds/wasmplugin.yaml - \
 	  || { echo "deploy/crds/wasmplugin.yaml is out of date: run 'make crds'" >&2; exit 1; }
-	@echo "crds: deploy/crds is up to date"
+	@echo "crds: deploy/crds and deploy/plugins are up to date"
 
 ## bench: sandboxed decision against the same decision compiled natively (prints ratios)
 bench: plugins

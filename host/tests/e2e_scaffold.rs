@@ -76,6 +76,8 @@ async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {
 
     // On the local control plane: the sample reaches its desired state.
     let cluster = Cluster::start("scaffold");
+    // As an admin would: the RBAC the new plugin declares (`wasmop rbac`), then the host.
+    cluster.grant_files(std::slice::from_ref(&wasm));
     let host = Host::start_files(&cluster.kubeconfig, &[wasm], &[], &[]);
     let client = cluster.client().await;
     let ar = greeting_resource();

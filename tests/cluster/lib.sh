@@ -190,6 +190,13 @@ component_cmd() {
         --service-cluster-ip-range="$SERVICE_CIDR"
         --authorization-mode=Node,RBAC
         --allow-privileged=true --profiling=false
+        # Pod Security (baseline by default, admission.yaml) and owner references that
+        # block an owner's deletion only from who may set the owner's finalizers.
+        --enable-admission-plugins=OwnerReferencesPermissionEnforcement
+        --admission-control-config-file="$STATE/admission.yaml"
+        # Who wrote what (audit-policy.yaml): tests read logs/audit.log.
+        --audit-policy-file="$STATE/audit-policy.yaml" --audit-log-path="$STATE/logs/audit.log"
+        --audit-log-mode=batch --audit-log-maxsize=200 --audit-log-maxbackup=1
         # Without this, watches held by the controller manager, scheduler and
         # kwok keep a TERMed apiserver alive for its 60s shutdown timeout.
         --shutdown-watch-termination-grace-period=5s

@@ -17,9 +17,16 @@
 //! - `long-error`: answers `other` with a message of `spec.count` bytes (default 50 MiB);
 //! - `long-status`: a status of `spec.count` bytes (default 16 MiB).
 //!
-//! It declares a finalizer; its `cleanup` records a `CleanedUp` event and lets go, except in
+//! - `attack-*`: one plan a multi-tenant host must refuse (see [`attacks`]): a pod in
+//!   another namespace, a ClusterRoleBinding, a Secret, adoption of a foreign ConfigMap, an
+//!   ownerReference to a foreign object, a privileged pod, a WasmPlugin.
+//!
+//! It declares `pods: create` (feature `more-permissions`: `configmaps: create, patch` too,
+//! a version that asks for more than its ServiceAccount holds) and a finalizer; its `cleanup` records a `CleanedUp` event and lets go, except in
 //! mode `stuck-cleanup`, where it answers `invalid-spec` for ever.
 #![allow(unsafe_code)]
+
+mod attacks;
 
 mod bindings {
     #![allow(missing_docs, clippy::all)]
@@ -52,6 +59,43 @@ const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResou
 "spec":{"type":"object","x-kubernetes-preserve-unknown-fields":true},
 "status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}"#;
 
+/// The version, marked for the build that declares more.
+const VERSION: &str = if cfg!(feature = "more-permissions") {
+    "0.1.0-more"
+} else {
+    "0.1.0"
+};
+
+fn core_kind(kind: &str, plural: &str) -> KindRef {
+    KindRef {
+        group: String::new(),
+        version: "v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+        namespaced: true,
+    }
+}
+
+fn permissions() -> Vec<Permission> {
+    let mut p = vec![
+        Permission {
+            kind: kind(),
+            verbs: vec![Verb::Get],
+        },
+        Permission {
+            kind: core_kind("Pod", "pods"),
+            verbs: vec![Verb::Create],
+        },
+    ];
+    if cfg!(feature = "more-permissions") {
+        p.push(Permission {
+            kind: core_kind("ConfigMap", "configmaps"),
+            verbs: vec![Verb::Create, Verb::Patch],
+        });
+    }
+    p
+}
+
 /// `spec.count` of the primary, or `default`.
 fn count(primary: &serde_json::Value, default: usize) -> usize {
     primary
@@ -67,7 +111,7 @@ impl bindings::Guest for Hostile {
         }
         PluginInfo {
             name: "hostile".into(),
-            version: "0.1.0".into(),
+            version: VERSION.into(),
             primary: kind(),
             crd: Some(CRD.into()),
             relations: vec![Relation {
@@ -82,10 +126,7 @@ impl bindings::Guest for Hostile {
                 selection: Selection::Owned,
                 label_selector: None,
             }],
-            permissions: vec![Permission {
-                kind: kind(),
-                verbs: vec![Verb::Get],
-            }],
+            permissions: permissions(),
             finalizer: Some("test.wasmop.dev/cleanup".into()),
         }
     }
@@ -100,10 +141,16 @@ impl bindings::Guest for Hostile {
             .to_string();
         let empty = Plan {
             actions: vec![],
-            status: Some(format!(r#"{{"mode":"{mode}"}}"#)),
+            status: Some(format!(r#"{{"mode":"{mode}","version":"{VERSION}"}}"#)),
             events: vec![],
             requeue_after_ms: None,
         };
+        if let Some(action) = attacks::plan(&mode, &primary) {
+            return Ok(Plan {
+                actions: vec![action],
+                ..empty
+            });
+        }
         match mode.as_str() {
             "spin" => {
                 let mut x: u64 = 0;

@@ -36,6 +36,35 @@ pub struct DevArgs {
     /// How often to look for saved changes, in milliseconds.
     #[arg(long, default_value_t = 300)]
     pub poll_ms: u64,
+    /// Do not apply the RBAC the plugin declares (`wasmop rbac`) after each build: leave it
+    /// to an admin (a version that declares more then waits with `PermissionsMissing`).
+    #[arg(long)]
+    pub no_grant: bool,
+}
+
+/// Applies the RBAC `wasm` declares (as `wasmop rbac --cluster` prints it, ServiceAccounts in
+/// `default`, the host's plugin namespace here) with the developer's own credentials.
+async fn grant(kubeconfig: Option<&std::path::Path>, wasm: &std::path::Path) -> anyhow::Result<()> {
+    let sandbox = crate::runtime::Sandbox::new(1)?;
+    let plugin =
+        crate::offline::load::load_file(&sandbox, wasm, crate::runtime::Limits::default())?;
+    let scope = crate::principals::manifest::Scope {
+        naming: crate::principals::identity::Naming {
+            namespace: "default".into(),
+            template: crate::principals::identity::DEFAULT_TEMPLATE.into(),
+        },
+        namespace: None,
+        host_service_account: "wasmop".into(),
+    };
+    let docs = crate::principals::manifest::manifests(&plugin.info, &scope)?;
+    let client = crate::operator::client(kubeconfig).await?;
+    crate::principals::apply::apply(&client, &docs).await?;
+    println!(
+        "dev: granted what {} declares to ServiceAccount default/{} (wasmop rbac; --no-grant leaves it to an admin)",
+        plugin.info.name,
+        scope.naming.service_account(&plugin.info.name)
+    );
+    Ok(())
 }
 
 /// Runs `wasmop dev` until interrupted (Ctrl-C or SIGTERM).
@@ -73,6 +102,14 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
         }
         None => args.kubeconfig.clone(),
     };
+    if !args.no_grant {
+        grant(
+            kubeconfig.as_deref(),
+            &plugins.join(first.file_name().unwrap_or_default()),
+        )
+        .await
+        .context("granting the plugin's RBAC")?;
+    }
     let mut host = Command::new(std::env::current_exe()?);
     host.arg("run")
         .arg("--plugins")
@@ -115,6 +152,16 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
         let started = Instant::now();
         match krate.build().await {
             Ok(Some(wasm)) => {
+                // Granted before the host sees the file, so a version that declares more
+                // is not refused first.
+                let bytes =
+                    std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
+                if !args.no_grant
+                    && crate::runtime::digest_of(&bytes) != digest
+                    && let Err(e) = grant(kubeconfig.as_deref(), &wasm).await
+                {
+                    println!("dev: could not grant the plugin's RBAC: {e:#}");
+                }
                 let new = build::install(&wasm, &plugins)?;
                 if new == digest {
                     println!("dev: built; the component did not change");

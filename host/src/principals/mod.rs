@@ -5,6 +5,7 @@
 //! granted before a version becomes active, [`identity`] names the accounts and makes the
 //! clients.
 
+pub mod apply;
 pub mod identity;
 pub mod manifest;
 pub mod review;

@@ -215,9 +215,14 @@ fn answer(c: &super::wasmplugin::Condition, runs: bool, prefix: &str) -> Option<
         return Some((true, format!("{prefix}accepted: {}", c.message)));
     }
     (c.status == "False").then(|| {
+        let what = if c.reason == "PermissionsMissing" {
+            "loaded, not active until an admin grants its permissions"
+        } else {
+            "refused"
+        };
         (
             false,
-            format!("{prefix}refused: {}: {}", c.reason, c.message),
+            format!("{prefix}{what}: {}: {}", c.reason, c.message),
         )
     })
 }

@@ -112,6 +112,100 @@ impl Cluster {
         assert!(ok, "restarting {component} failed");
     }
 
+    /// The cluster's kubectl (version-matched, from the state directory).
+    pub fn kubectl(&self) -> Command {
+        let mut c = Command::new(self.state.join("bin/kubectl"));
+        c.arg("--kubeconfig").arg(&self.kubeconfig);
+        c
+    }
+
+    /// What an admin does before running plugins: applies `wasmop rbac FILE --cluster` for
+    /// each plugin file (ServiceAccounts in `default`, the host's plugin namespace in tests).
+    pub fn grant(&self, plugins: &[&str]) {
+        let files: Vec<PathBuf> = plugins.iter().map(|p| plugin_dir().join(p)).collect();
+        self.grant_files(&files);
+    }
+
+    /// [`Cluster::grant`] for plugin files from anywhere.
+    pub fn grant_files(&self, files: &[PathBuf]) {
+        self.grant_as(files, &["--cluster"]);
+    }
+
+    /// Applies `wasmop rbac FILE SCOPE...` (ServiceAccounts in `default`) for each file.
+    pub fn grant_as(&self, files: &[PathBuf], scope: &[&str]) {
+        let mut yaml = String::new();
+        for f in files {
+            let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+                .arg("rbac")
+                .arg(f)
+                .args(scope)
+                .args(["--service-account-namespace", "default"])
+                .output()
+                .expect("run wasmop rbac");
+            assert!(
+                out.status.success(),
+                "wasmop rbac {}: {}",
+                f.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            yaml.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+        self.apply_yaml(&yaml);
+    }
+
+    /// `kubectl apply -f -` of `yaml`, which must succeed.
+    pub fn apply_yaml(&self, yaml: &str) {
+        use std::io::Write;
+        let mut child = self
+            .kubectl()
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl apply");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(yaml.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl apply: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A kubeconfig (written into the state directory) that authenticates as ServiceAccount
+    /// `ns/name`, with a token the API server issues for an hour.
+    pub fn kubeconfig_for(&self, ns: &str, name: &str) -> PathBuf {
+        let out = self
+            .kubectl()
+            .args(["create", "token", name, "-n", ns, "--duration", "1h"])
+            .output()
+            .expect("kubectl create token");
+        assert!(
+            out.status.success(),
+            "kubectl create token: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let admin: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
+        let cluster = admin["clusters"][0]["cluster"].clone();
+        let kc = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+            "clusters": [{"name": "local", "cluster": cluster}],
+            "users": [{"name": "sa", "user": {"token": token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
+        });
+        let path = self.state.join(format!("kubeconfig-{ns}-{name}"));
+        std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+        path
+    }
+
     /// An admin client.
     pub async fn client(&self) -> Client {
         let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
@@ -151,13 +245,15 @@ pub struct Host {
 }
 
 impl Host {
-    /// Starts `wasmop run` with the given plugin files (from [`plugin_dir`]) and extra args.
+    /// Starts `wasmop run` with the given plugin files (from [`plugin_dir`]) and extra args,
+    /// after granting those plugins their RBAC ([`Cluster::grant`]).
     pub fn start(
         cluster: &Cluster,
         plugins: &[&str],
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Host {
+        cluster.grant(plugins);
         Host::start_with(&cluster.kubeconfig, plugins, extra, env)
     }
 
@@ -179,6 +275,24 @@ impl Host {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Host {
+        let mut args = vec!["--install-crds"];
+        args.extend_from_slice(extra);
+        Host::spawn(kubeconfig, plugins, &args, env)
+    }
+
+    /// A host as deployed: with the credentials of `kubeconfig` (a ServiceAccount's, say)
+    /// and without installing CRDs (an admin did, with deploy/).
+    pub fn start_deployed(
+        kubeconfig: &Path,
+        plugins: &[&str],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Host {
+        let files: Vec<PathBuf> = plugins.iter().map(|p| plugin_dir().join(p)).collect();
+        Host::spawn(kubeconfig, &files, extra, env)
+    }
+
+    fn spawn(kubeconfig: &Path, plugins: &[PathBuf], extra: &[&str], env: &[(&str, &str)]) -> Host {
         let dir = Scratch::new("plugins");
         for p in plugins {
             let name = p.file_name().expect("a plugin file");
@@ -199,7 +313,6 @@ impl Host {
             .arg(&dir.0)
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .arg("--install-crds")
             .arg("--listen")
             .arg(&addr)
             .args(extra)

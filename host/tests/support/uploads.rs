@@ -98,8 +98,16 @@ pub async fn upload_raw(client: &kube::Client, name: &str, component: &[u8]) {
 /// The Ready condition's (status, reason) of WasmPlugin `name`, once the host has
 /// observed its latest generation.
 pub async fn ready_reason(client: &kube::Client, name: &str) -> Option<(String, String)> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
+    ready_reason_in(client, "default", name).await
+}
+
+/// [`ready_reason`] of a WasmPlugin in namespace `ns`.
+pub async fn ready_reason_in(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Option<(String, String)> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &wasmplugin_resource());
     let wp = api.get(name).await.ok()?;
     let generation = wp.metadata.generation?;
     let s = &wp.data["status"];
