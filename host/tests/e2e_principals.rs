@@ -203,6 +203,16 @@ async fn plugins_act_as_their_own_service_accounts() {
     }
     for ns in [TENANT, VICTIM] {
         kubectl(&cluster, &["create", "namespace", ns]);
+        // As we recommend (the local control plane's default is baseline too).
+        kubectl(
+            &cluster,
+            &[
+                "label",
+                "namespace",
+                ns,
+                "pod-security.kubernetes.io/enforce=baseline",
+            ],
+        );
     }
     let (ok, crd) = wasmop(&[
         "info",

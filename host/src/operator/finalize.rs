@@ -139,18 +139,23 @@ pub async fn release(
 /// plugin that no longer declares it: a new version without it, or a deleted WasmPlugin.
 /// Otherwise those objects could never be deleted. Each patch carries the object's
 /// resourceVersion; a conflict is retried on a fresh read. Returns how many were released.
+/// The host reads (`reader`, which may list the kind); the plugin writes (`writer`, its own
+/// ServiceAccount, which may patch its primaries when it declared a finalizer).
 pub async fn release_everywhere(
-    client: &kube::Client,
+    reader: &kube::Client,
+    writer: &kube::Client,
     info: &PluginInfo,
     finalizer: &str,
     namespace: Option<&str>,
 ) -> Result<usize, kube::Error> {
-    let api = api_for(client, &info.primary, namespace);
+    let list = api_for(reader, &info.primary, namespace);
     let mut released = 0;
-    for obj in api.list(&Default::default()).await?.items {
+    for obj in list.list(&Default::default()).await?.items {
         let name = obj.metadata.name.clone().unwrap_or_default();
         let ns = obj.metadata.namespace.clone();
-        let api = api_for(client, &info.primary, ns.as_deref());
+        let api = api_for(writer, &info.primary, ns.as_deref());
+        let reread = api_for(reader, &info.primary, ns.as_deref());
+        let by_name = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
         let mut current = obj;
         for _attempt in 0..5 {
             let finalizers = current.metadata.finalizers.clone().unwrap_or_default();
@@ -163,10 +168,12 @@ pub async fn release_everywhere(
                     released += 1;
                     break;
                 }
-                Err(kube::Error::Api(s)) if s.code == 409 => match api.get_opt(&name).await? {
-                    Some(fresh) => current = fresh,
-                    None => break,
-                },
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    match reread.list(&by_name).await?.items.into_iter().next() {
+                        Some(fresh) => current = fresh,
+                        None => break,
+                    }
+                }
                 Err(kube::Error::Api(s)) if s.code == 404 => break,
                 Err(e) => return Err(e),
             }

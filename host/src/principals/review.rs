@@ -130,3 +130,43 @@ pub fn report(
         naming.namespace,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(resource: &str, verb: &'static str, cluster_scoped: bool) -> Rule {
+        Rule {
+            group: String::new(),
+            resource: resource.into(),
+            verbs: [verb].into_iter().collect(),
+            cluster_scoped,
+        }
+    }
+
+    #[test]
+    fn the_report_names_each_rule_where_and_the_command() {
+        let naming = Naming {
+            namespace: "wasmop-system".into(),
+            template: "wasmop-plugin-{name}".into(),
+        };
+        let missing = [
+            Missing {
+                rule: rule("configmaps", "create", false),
+                namespace: Some("team-a".into()),
+            },
+            Missing {
+                rule: rule("namespaces", "get", true),
+                namespace: None,
+            },
+        ];
+        let text = report(&naming, "demo", &missing, Some("team-a"));
+        assert!(
+            text.starts_with("ServiceAccount wasmop-system/wasmop-plugin-demo lacks: \"\" configmaps [create] in namespace team-a; \"\" namespaces [get] (cluster-scoped)."),
+            "{text}"
+        );
+        assert!(text.contains("wasmop rbac PLUGIN.wasm --namespace team-a --service-account-namespace wasmop-system | kubectl apply -f -"), "{text}");
+        let everywhere = report(&naming, "demo", &missing[..1], None);
+        assert!(everywhere.contains("--cluster"), "{everywhere}");
+    }
+}

@@ -566,7 +566,7 @@ impl Manager {
                 return;
             }
         };
-        match finalize::release_everywhere(&client, info, fin, ns).await {
+        match finalize::release_everywhere(&self.deps.client, &client, info, fin, ns).await {
             Ok(n) => tracing::info!(plugin = %info.name, finalizer = fin, released = n,
                 "finalizer no longer declared: released from the plugin's objects"),
             Err(e) => tracing::error!(plugin = %info.name, finalizer = fin, error = %e,

@@ -274,6 +274,21 @@ mod tests {
     }
 
     #[test]
+    fn missing_permissions_are_no_refusal_but_a_wait_for_an_admin() {
+        let cond = json!([{"type": "Ready", "status": "False", "reason": "PermissionsMissing",
+            "message": "lacks pods [create]", "lastTransitionTime": "2026-01-01T00:00:00Z",
+            "observedGeneration": 2}]);
+        let waiting = wp("wasmplugin-p", cond, None);
+        assert_eq!(
+            verdict(&waiting, Some(2), "sha256:new"),
+            Some((
+                false,
+                "loaded, not active until an admin grants its permissions: PermissionsMissing: lacks pods [create]".into()
+            ))
+        );
+    }
+
+    #[test]
     fn the_candidate_verdict_needs_its_condition_and_digest() {
         let cond = |status: &str, reason: &str| {
             json!([{"type": "Candidate", "status": status, "reason": reason, "message": "m",
