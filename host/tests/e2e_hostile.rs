@@ -5,19 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use kube::api::ApiResource;
 use serde_json::json;
 use support::*;
-
-fn hostile_resource() -> ApiResource {
-    ApiResource {
-        group: "test.wasmop.dev".into(),
-        version: "v1".into(),
-        api_version: "test.wasmop.dev/v1".into(),
-        kind: "Hostile".into(),
-        plural: "hostiles".into(),
-    }
-}
 
 /// Whether an Event with `reason` was recorded.
 async fn has_event(events: &kube::Api<k8s_openapi::api::events::v1::Event>, reason: &str) -> bool {

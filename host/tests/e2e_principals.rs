@@ -25,7 +25,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 use support::uploads::*;
 use support::*;
@@ -33,16 +33,6 @@ use support::*;
 const TENANT: &str = "tenant";
 const VICTIM: &str = "victim";
 const HOST_NS: &str = "wasmop-system";
-
-fn hostile_resource() -> ApiResource {
-    ApiResource {
-        group: "test.wasmop.dev".into(),
-        version: "v1".into(),
-        api_version: "test.wasmop.dev/v1".into(),
-        kind: "Hostile".into(),
-        plural: "hostiles".into(),
-    }
-}
 
 /// The attacks, each with the rule the guard refuses it by.
 const ATTACKS: [(&str, &str); 7] = [

@@ -40,6 +40,15 @@ pub fn field_manager(plugin: &str) -> String {
     format!("wasmop-{plugin}")
 }
 
+/// The namespace (if any) and name of an object to apply.
+fn namespace_and_name(object: &Value) -> (Option<&str>, &str) {
+    let s = |p: &str| object.pointer(p).and_then(Value::as_str);
+    (
+        s("/metadata/namespace"),
+        s("/metadata/name").unwrap_or_default(),
+    )
+}
+
 fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
@@ -78,13 +87,7 @@ pub async fn run_steps(
                 });
             }
             Step::Apply { kind, object } => {
-                let ns = object
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str);
-                let name = object
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
+                let (ns, name) = namespace_and_name(object);
                 let api = api_for(client, kind, ns);
                 let applied = api
                     .patch(
@@ -152,13 +155,7 @@ pub async fn check_adoption(
         if info.allows(&kind.api_version(), &kind.kind, Verb::Adopt) {
             continue;
         }
-        let ns = object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str);
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (ns, name) = namespace_and_name(object);
         let Some(existing) = api_for(client, kind, ns).get_opt(name).await? else {
             continue;
         };

@@ -43,6 +43,22 @@ pub fn plugin_bytes(file: &str) -> Vec<u8> {
     })
 }
 
+/// The paths of built plugin files (in [`plugin_dir`]).
+pub fn built(plugins: &[&str]) -> Vec<PathBuf> {
+    plugins.iter().map(|p| plugin_dir().join(p)).collect()
+}
+
+/// The test-only hostile plugin's kind.
+pub fn hostile_resource() -> ApiResource {
+    ApiResource {
+        group: "test.wasmop.dev".into(),
+        version: "v1".into(),
+        api_version: "test.wasmop.dev/v1".into(),
+        kind: "Hostile".into(),
+        plural: "hostiles".into(),
+    }
+}
+
 /// A unique scratch directory, removed on drop.
 pub struct Scratch(pub PathBuf);
 
@@ -122,8 +138,7 @@ impl Cluster {
     /// What an admin does before running plugins: applies `wasmop rbac FILE --cluster` for
     /// each plugin file (ServiceAccounts in `default`, the host's plugin namespace in tests).
     pub fn grant(&self, plugins: &[&str]) {
-        let files: Vec<PathBuf> = plugins.iter().map(|p| plugin_dir().join(p)).collect();
-        self.grant_files(&files);
+        self.grant_files(&built(plugins));
     }
 
     /// [`Cluster::grant`] for plugin files from anywhere.
@@ -264,8 +279,7 @@ impl Host {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Host {
-        let files: Vec<PathBuf> = plugins.iter().map(|p| plugin_dir().join(p)).collect();
-        Host::start_files(kubeconfig, &files, extra, env)
+        Host::start_files(kubeconfig, &built(plugins), extra, env)
     }
 
     /// [`Host::start_with`] with plugin files from anywhere (a scaffolded plugin, say).
@@ -288,8 +302,7 @@ impl Host {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Host {
-        let files: Vec<PathBuf> = plugins.iter().map(|p| plugin_dir().join(p)).collect();
-        Host::spawn(kubeconfig, &files, extra, env)
+        Host::spawn(kubeconfig, &built(plugins), extra, env)
     }
 
     fn spawn(kubeconfig: &Path, plugins: &[PathBuf], extra: &[&str], env: &[(&str, &str)]) -> Host {
