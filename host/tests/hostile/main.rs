@@ -178,7 +178,7 @@ fn healthy_calls_keep_answering_while_hostile_ones_run() {
             .decide_blocking(&good, Entry::Reconcile, &observed("ok"), "ok")
             .unwrap()
             .unwrap();
-        assert_eq!(r.status, Some(json!({"mode": "ok"})));
+        assert_eq!(r.status, Some(json!({"mode": "ok", "version": "0.1.0"})));
         healthy += 1;
     }
     watcher.join().unwrap();
