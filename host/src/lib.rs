@@ -19,3 +19,4 @@ pub mod registry;
 pub mod rollout;
 pub mod runtime;
 pub mod scaffold;
+pub mod shards;

@@ -1,0 +1,9 @@
+//! Scale out (issue "Scale out", in progress): replicas that each reconcile and cache only
+//! their share of the objects, on Kubernetes' own coordination (Leases, labels, watches), in
+//! the controller-sharding design. Built so far, tested, not yet wired into `wasmop run`:
+//! [`ring`] (consistent hashing of object UIDs onto shards, virtual nodes) and [`members`]
+//! (which shards are live, from their Leases). Next: the sharder's assignment labels and
+//! drain handshake, label-selected caches per shard, owned objects following their owner.
+
+pub mod members;
+pub mod ring;
