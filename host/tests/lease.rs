@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use wasmop::ops::fence::Fence;
 use wasmop::ops::lease::{LeaseConfig, run_elector};
+use wasmop::shards::members::{Membership, list, shard_lease};
 
 const LEASE: Duration = Duration::from_secs(3);
 const SLACK: Duration = Duration::from_secs(2);
@@ -351,4 +352,122 @@ async fn leader_refused_by_network_steps_down_before_takeover() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_whose_requests_hang_steps_down_before_takeover() -> anyhow::Result<()> {
     run_cut_off(Fault::Blackhole).await
+}
+
+/// Shard Leases: three replicas announce themselves in one ring, each holding its own Lease
+/// (its fence open); a replica that stops leaves the ring at once (its Lease released), one
+/// that crashes once its Lease has gone unrenewed for the duration. Leases of another ring
+/// are not members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_leases_make_the_ring_membership() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ring = unique_name();
+    let announce = |identity: &str, ring: &str| {
+        let cfg = LeaseConfig {
+            lease_duration: LEASE,
+            renew_every: Duration::from_secs(1),
+            renew_deadline: Duration::from_secs(2),
+            retry_every: Duration::from_millis(500),
+            ..shard_lease("default", ring, identity)
+        };
+        let (leading_tx, leading) = watch::channel(false);
+        let (stop, stop_rx) = watch::channel(false);
+        let fence = Fence::closed();
+        let task = tokio::spawn(run_elector(
+            client.clone(),
+            cfg,
+            leading_tx,
+            fence.clone(),
+            stop_rx,
+        ));
+        Elector {
+            identity: identity.to_owned(),
+            leading,
+            fence,
+            stop,
+            task: Some(task),
+        }
+    };
+    let ids: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|s| format!("{ring}-{s}"))
+        .collect();
+    let shards: Vec<Elector> = ids.iter().map(|id| announce(id, &ring)).collect();
+    let other = announce(&format!("{ring}-other"), &format!("{ring}-x"));
+    let mut members = Membership::default();
+    let mut live = Vec::new();
+    let deadline = Instant::now() + LEASE + SLACK;
+    while live != ids {
+        ensure!(Instant::now() < deadline, "ring not formed: {live:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        live = members.live(
+            &list(&client, "default", &ring).await?,
+            std::time::Instant::now(),
+        );
+    }
+    ensure!(
+        shards.iter().all(|s| s.leads() && s.may_write()),
+        "every shard holds its own Lease"
+    );
+    let mut shards = shards.into_iter();
+    let (a, b, c) = (
+        shards.next().unwrap(),
+        shards.next().unwrap(),
+        shards.next().unwrap(),
+    );
+    // A clean stop releases the Lease: out of the ring at once.
+    a.shut_down().await?;
+    let left = Instant::now();
+    loop {
+        live = members.live(
+            &list(&client, "default", &ring).await?,
+            std::time::Instant::now(),
+        );
+        if live == ids[1..] {
+            break;
+        }
+        ensure!(
+            left.elapsed() < SLACK,
+            "a released shard is still a member: {live:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left_after = left.elapsed();
+    // A crash leaves the Lease unrenewed: out once it has not changed for its duration.
+    drop(b);
+    let crashed = Instant::now();
+    loop {
+        live = members.live(
+            &list(&client, "default", &ring).await?,
+            std::time::Instant::now(),
+        );
+        if live == ids[2..] {
+            break;
+        }
+        ensure!(
+            crashed.elapsed() < LEASE + SLACK,
+            "a crashed shard is still a member: {live:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let crashed_after = crashed.elapsed();
+    ensure!(
+        crashed_after >= LEASE - Duration::from_millis(500),
+        "a crashed shard left before its Lease could expire ({crashed_after:?})"
+    );
+    println!(
+        "ring of 3: a stopped shard left after {left_after:?}, a crashed one after {crashed_after:?}"
+    );
+    c.shut_down().await?;
+    other.shut_down().await?;
+    let api: Api<Lease> = Api::namespaced(client, "default");
+    for id in ids.iter().chain(std::iter::once(&format!("{ring}-other"))) {
+        let _ = api
+            .delete(
+                &wasmop::shards::members::lease_name(id),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+    Ok(())
 }

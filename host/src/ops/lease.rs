@@ -56,6 +56,9 @@ pub struct LeaseConfig {
     pub renew_deadline: Duration,
     /// How often a standby, or a leader whose renewal failed, tries again (default 2 s).
     pub retry_every: Duration,
+    /// Labels the Lease carries (a shard Lease names its ring); set when the Lease is
+    /// created and kept on every renewal.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl LeaseConfig {
@@ -73,6 +76,7 @@ impl LeaseConfig {
             renew_every: Duration::from_secs(5),
             renew_deadline: Duration::from_secs(10),
             retry_every: Duration::from_secs(2),
+            labels: Default::default(),
         }
     }
 
@@ -156,6 +160,7 @@ async fn try_acquire_or_renew(
                 metadata: ObjectMeta {
                     name: Some(cfg.name.clone()),
                     namespace: Some(cfg.namespace.clone()),
+                    labels: (!cfg.labels.is_empty()).then(|| cfg.labels.clone()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(new_spec),
@@ -163,7 +168,14 @@ async fn try_acquire_or_renew(
             api.create(&PostParams::default(), &lease).await
         }
         // `replace` sends the resourceVersion we read: a concurrent write makes it fail.
-        Some(lease) => {
+        Some(mut lease) => {
+            if !cfg.labels.is_empty() {
+                lease
+                    .metadata
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .extend(cfg.labels.clone());
+            }
             let lease = Lease {
                 spec: Some(new_spec),
                 ..lease

@@ -7,9 +7,10 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use k8s_openapi::api::coordination::v1::LeaseSpec;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use kube::api::{Api, ListParams};
 
-use crate::ops::lease::{Decision, Observer, decide};
+use crate::ops::lease::{Decision, LeaseConfig, Observer, decide};
 
 /// The label that puts a Lease in a ring (value: the ring's name).
 pub const RING_LABEL: &str = "wasmop.dev/ring";
@@ -17,6 +18,31 @@ pub const RING_LABEL: &str = "wasmop.dev/ring";
 /// The name of the shard Lease of replica `identity`.
 pub fn lease_name(identity: &str) -> String {
     format!("wasmop-shard-{identity}")
+}
+
+/// The shard Lease of replica `identity` in `ring`: the leader election's settings (the
+/// same renewal and fencing), its own Lease name, and the ring's label.
+pub fn shard_lease(namespace: &str, ring: &str, identity: &str) -> LeaseConfig {
+    let mut cfg = LeaseConfig::new(namespace, lease_name(identity), identity);
+    cfg.labels.insert(RING_LABEL.to_string(), ring.to_string());
+    cfg
+}
+
+/// The shard Leases of `ring` in `namespace`: (name, spec) each.
+pub async fn list(
+    client: &kube::Client,
+    namespace: &str,
+    ring: &str,
+) -> Result<Vec<(String, Option<LeaseSpec>)>, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let leases = api
+        .list(&ListParams::default().labels(&format!("{RING_LABEL}={ring}")))
+        .await?;
+    Ok(leases
+        .items
+        .into_iter()
+        .map(|l| (l.metadata.name.unwrap_or_default(), l.spec))
+        .collect())
 }
 
 /// Watches the shard Leases of a ring and says which members are live.
