@@ -471,3 +471,268 @@ async fn shard_leases_make_the_ring_membership() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The live members of ring `run` now.
+async fn live_now(
+    client: &kube::Client,
+    run: &str,
+    members: &mut Membership,
+) -> anyhow::Result<Vec<String>> {
+    let leases = list(client, "default", run).await?;
+    Ok(members.live(&leases, std::time::Instant::now()))
+}
+
+/// The sharder's protocol against the API server, over 300 ConfigMaps standing in for
+/// primaries: three live shards get about a third each; a fourth joins and about a quarter
+/// move to it, each only after its old shard acknowledged the drain (a watch sees every label
+/// change: never from one live shard straight to another); a crashed shard's objects move at
+/// once after its Lease expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow::Result<()> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{ApiResource, ListParams, PostParams};
+    use kube::runtime::watcher;
+    use std::collections::{BTreeMap, HashMap, HashSet};
+    use std::sync::Mutex;
+    use wasmop::shards::assign::{DRAIN_LABEL, SHARD_LABEL};
+    use wasmop::shards::sharder::{acknowledge, api_of, pass};
+
+    const N: usize = 300;
+    let client = client().await?;
+    let run = unique_name();
+    let selector = format!("wasmop-test-run={run}");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..N {
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{run}-{i}"), "labels": {"wasmop-test-run": run}}}))?;
+        cms.create(&PostParams::default(), &cm).await?;
+    }
+    let ar = ApiResource::erase::<ConfigMap>(&());
+    // Every label change, per object, as the watch shows it; moves between two shards that
+    // were both live are violations.
+    let dead: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let violations: Arc<Mutex<Vec<String>>> = Arc::default();
+    let assignments_seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let watch = {
+        let (dead, violations) = (dead.clone(), violations.clone());
+        let seen = assignments_seen.clone();
+        let mut events = watcher(cms.clone(), watcher::Config::default().labels(&selector)).boxed();
+        tokio::spawn(async move {
+            let mut owner: HashMap<String, String> = HashMap::new();
+            while let Some(Ok(ev)) = events.next().await {
+                let (watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) = ev else {
+                    continue;
+                };
+                let name = cm.metadata.name.clone().unwrap_or_default();
+                let now = cm
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SHARD_LABEL))
+                    .cloned();
+                if now.is_some() && owner.get(&name) != now.as_ref() {
+                    seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                match (owner.get(&name), now) {
+                    (Some(before), Some(after)) if *before != after => {
+                        if !dead.lock().unwrap().contains(before) {
+                            violations
+                                .lock()
+                                .unwrap()
+                                .push(format!("{name}: {before} -> {after}"));
+                        }
+                        owner.insert(name, after);
+                    }
+                    (_, Some(after)) => {
+                        owner.insert(name, after);
+                    }
+                    (_, None) => {
+                        owner.remove(&name);
+                    }
+                }
+            }
+        })
+    };
+    let announce = |identity: &str| {
+        let cfg = LeaseConfig {
+            lease_duration: LEASE,
+            renew_every: Duration::from_secs(1),
+            renew_deadline: Duration::from_secs(2),
+            retry_every: Duration::from_millis(500),
+            ..shard_lease("default", &run, identity)
+        };
+        let (leading_tx, leading) = watch::channel(false);
+        let (stop, stop_rx) = watch::channel(false);
+        let fence = Fence::closed();
+        let task = tokio::spawn(run_elector(
+            client.clone(),
+            cfg,
+            leading_tx,
+            fence.clone(),
+            stop_rx,
+        ));
+        Elector {
+            identity: identity.to_owned(),
+            leading,
+            fence,
+            stop,
+            task: Some(task),
+        }
+    };
+    let mut members = Membership::default();
+    let owners = || async {
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        for cm in cms
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items
+        {
+            let l = cm.metadata.labels.unwrap_or_default();
+            *by.entry(l.get(SHARD_LABEL).cloned().unwrap_or_default())
+                .or_default() += 1;
+        }
+        anyhow::Ok(by)
+    };
+    // Simulated shards: each acknowledges the drains asked of it.
+    let acknowledge_all = |shard: String| {
+        let client = client.clone();
+        let selector = format!("{selector},{SHARD_LABEL}={shard},{DRAIN_LABEL}=true");
+        async move {
+            let api = api_of(
+                &client,
+                &ApiResource::erase::<ConfigMap>(&()),
+                Some("default"),
+            );
+            let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+            let mut n = 0;
+            for cm in cms
+                .list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+            {
+                let name = cm.metadata.name.clone().unwrap_or_default();
+                acknowledge(&api, &name, cm.metadata.resource_version.as_deref()).await?;
+                n += 1;
+            }
+            anyhow::Ok(n)
+        }
+    };
+    let name = |s: &str| format!("{run}-{s}");
+    let (a, b, c) = (
+        announce(&name("a")),
+        announce(&name("b")),
+        announce(&name("c")),
+    );
+    let three = vec![name("a"), name("b"), name("c")];
+    let formed = Instant::now();
+    while live_now(&client, &run, &mut members).await? != three {
+        ensure!(formed.elapsed() < LEASE + SLACK, "ring of three not formed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = pass(&client, &ar, Some("default"), Some(&selector), &three).await?;
+    ensure!(first.objects == N && first.drained == 0, "{first:?}");
+    let split = owners().await?;
+    ensure!(
+        split.len() == 3 && split.values().all(|n| (70..=130).contains(n)),
+        "split of {N} over 3: {split:?}"
+    );
+
+    // A fourth shard: drain first, move after the acknowledgement.
+    let d = announce(&name("d"));
+    let four = vec![name("a"), name("b"), name("c"), name("d")];
+    while live_now(&client, &run, &mut members).await? != four {
+        ensure!(formed.elapsed() < 4 * LEASE, "d did not join");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let asked = pass(&client, &ar, Some("default"), Some(&selector), &four).await?;
+    ensure!(
+        asked.assigned.is_empty(),
+        "nothing moves before a drain is acknowledged: {asked:?}"
+    );
+    ensure!(
+        (45..=110).contains(&asked.drained),
+        "about a quarter drained: {asked:?}"
+    );
+    let again = pass(&client, &ar, Some("default"), Some(&selector), &four).await?;
+    ensure!(
+        again.drained == 0 && again.assigned.is_empty(),
+        "a drain is asked once: {again:?}"
+    );
+    let mut acked = 0;
+    for s in &three {
+        acked += acknowledge_all(s.clone()).await?;
+    }
+    ensure!(
+        acked == asked.drained,
+        "{acked} acknowledged of {} drained",
+        asked.drained
+    );
+    let moved = pass(&client, &ar, Some("default"), Some(&selector), &four).await?;
+    ensure!(
+        moved.assigned.get(&name("d")) == Some(&asked.drained) && moved.assigned.len() == 1,
+        "every acknowledged object goes to d: {moved:?}"
+    );
+    println!(
+        "fourth shard: {} of {N} drained, acknowledged and moved to it; split now {:?}",
+        asked.drained,
+        owners().await?
+    );
+
+    // A crashed shard: its objects move without a drain once its Lease has expired.
+    let c_objects = owners().await?.get(&name("c")).copied().unwrap_or(0);
+    drop(c);
+    dead.lock().unwrap().insert(name("c"));
+    let crashed = Instant::now();
+    let without_c = vec![name("a"), name("b"), name("d")];
+    while live_now(&client, &run, &mut members).await? != without_c {
+        ensure!(crashed.elapsed() < LEASE + SLACK, "c still a member");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rescued = pass(&client, &ar, Some("default"), Some(&selector), &without_c).await?;
+    ensure!(
+        rescued.drained == 0 && rescued.assigned.values().sum::<usize>() == c_objects,
+        "c's {c_objects} objects move at once: {rescued:?}"
+    );
+    let end = owners().await?;
+    ensure!(
+        !end.contains_key(&name("c")) && end.values().sum::<usize>() == N,
+        "{end:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    watch.abort();
+    let v = violations.lock().unwrap().clone();
+    ensure!(
+        v.is_empty(),
+        "moved between two live shards without an acknowledgement: {v:?}"
+    );
+    // The watch saw every assignment (so it could have seen a bad one).
+    let seen = assignments_seen.load(std::sync::atomic::Ordering::SeqCst);
+    ensure!(
+        seen >= N + asked.drained + c_objects,
+        "the watch saw {seen} assignments, fewer than were made"
+    );
+    println!(
+        "crashed shard: its {c_objects} objects moved after {:?}; final split {end:?}",
+        crashed.elapsed()
+    );
+
+    for e in [a, b, d] {
+        e.shut_down().await?;
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    for s in ["a", "b", "c", "d"] {
+        let _ = leases
+            .delete(
+                &wasmop::shards::members::lease_name(&name(s)),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels(&selector),
+    )
+    .await?;
+    Ok(())
+}

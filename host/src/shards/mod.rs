@@ -5,9 +5,14 @@
 //! (which shards are live, from their shard Leases: each replica's own, held with the
 //! leader election's renewal and fencing, labelled with the ring; tested against the API
 //! server in `tests/lease.rs`) and [`assign`] (the sharder's move for one
-//! object: assign, drain first, or stay). Next: the sharder and the shards talking through
-//! those labels, label-selected caches per shard, owned objects following their owner.
+//! object: assign, drain first, or stay), [`sharder`] (a pass of the sharder over one kind and
+//! a shard's acknowledgement of a drain, as label patches with resourceVersion
+//! preconditions; tested against the API server in `tests/lease.rs`). Next: running them in
+//! `wasmop run` (the leader's sharder loop; each shard acknowledging in its reconcile),
+//! label-selected caches per shard behind the shard fence, owned objects following their
+//! owner.
 
 pub mod assign;
 pub mod members;
 pub mod ring;
+pub mod sharder;
