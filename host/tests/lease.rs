@@ -137,13 +137,19 @@ fn unique_name() -> String {
 }
 
 fn start(client: &kube::Client, name: &str, identity: &str) -> Elector {
+    spawn_elector(client, LeaseConfig::new("default", name, identity))
+}
+
+/// Runs an elector on `cfg` with the tests' short timings.
+fn spawn_elector(client: &kube::Client, cfg: LeaseConfig) -> Elector {
     let cfg = LeaseConfig {
         lease_duration: LEASE,
         renew_every: Duration::from_secs(1),
         renew_deadline: Duration::from_secs(2),
         retry_every: Duration::from_millis(500),
-        ..LeaseConfig::new("default", name, identity)
+        ..cfg
     };
+    let identity = cfg.identity.clone();
     let (leading_tx, leading) = watch::channel(false);
     let (stop, stop_rx) = watch::channel(false);
     let fence = Fence::closed();
@@ -155,7 +161,7 @@ fn start(client: &kube::Client, name: &str, identity: &str) -> Elector {
         stop_rx,
     ));
     Elector {
-        identity: identity.to_owned(),
+        identity,
         leading,
         fence,
         stop,
@@ -362,32 +368,8 @@ async fn leader_whose_requests_hang_steps_down_before_takeover() -> anyhow::Resu
 async fn shard_leases_make_the_ring_membership() -> anyhow::Result<()> {
     let client = client().await?;
     let ring = unique_name();
-    let announce = |identity: &str, ring: &str| {
-        let cfg = LeaseConfig {
-            lease_duration: LEASE,
-            renew_every: Duration::from_secs(1),
-            renew_deadline: Duration::from_secs(2),
-            retry_every: Duration::from_millis(500),
-            ..shard_lease("default", ring, identity)
-        };
-        let (leading_tx, leading) = watch::channel(false);
-        let (stop, stop_rx) = watch::channel(false);
-        let fence = Fence::closed();
-        let task = tokio::spawn(run_elector(
-            client.clone(),
-            cfg,
-            leading_tx,
-            fence.clone(),
-            stop_rx,
-        ));
-        Elector {
-            identity: identity.to_owned(),
-            leading,
-            fence,
-            stop,
-            task: Some(task),
-        }
-    };
+    let announce =
+        |identity: &str, ring: &str| spawn_elector(&client, shard_lease("default", ring, identity));
     let ids: Vec<String> = ["a", "b", "c"]
         .iter()
         .map(|s| format!("{ring}-{s}"))
@@ -554,32 +536,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
             }
         })
     };
-    let announce = |identity: &str| {
-        let cfg = LeaseConfig {
-            lease_duration: LEASE,
-            renew_every: Duration::from_secs(1),
-            renew_deadline: Duration::from_secs(2),
-            retry_every: Duration::from_millis(500),
-            ..shard_lease("default", &run, identity)
-        };
-        let (leading_tx, leading) = watch::channel(false);
-        let (stop, stop_rx) = watch::channel(false);
-        let fence = Fence::closed();
-        let task = tokio::spawn(run_elector(
-            client.clone(),
-            cfg,
-            leading_tx,
-            fence.clone(),
-            stop_rx,
-        ));
-        Elector {
-            identity: identity.to_owned(),
-            leading,
-            fence,
-            stop,
-            task: Some(task),
-        }
-    };
+    let announce = |identity: &str| spawn_elector(&client, shard_lease("default", &run, identity));
     let mut members = Membership::default();
     let owners = || async {
         let mut by: BTreeMap<String, usize> = BTreeMap::new();
