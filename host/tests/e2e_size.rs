@@ -11,16 +11,14 @@
 mod support;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::json;
-use support::diagnose::pods_and_nodes;
+use support::fleet::*;
 use support::storm::Storm;
 use support::uploads::{push, wasmplugin_resource};
 use support::*;
@@ -28,164 +26,6 @@ use support::*;
 const UNRELATED: usize = 3000;
 const REPLICAS: usize = 300;
 const SIZE: usize = 3;
-const LABEL: &str = "app.example.com/podreplica";
-
-/// The controlling owner UID of a live (not terminating) pod.
-fn live_owner(meta: &ObjectMeta) -> Option<&str> {
-    if meta.deletion_timestamp.is_some() {
-        return None;
-    }
-    let owners = meta.owner_references.as_deref()?;
-    owners
-        .iter()
-        .find(|o| o.controller == Some(true))
-        .map(|o| o.uid.as_str())
-}
-
-/// Live (not terminating) pods per controlling owner UID, and how many are Running.
-async fn live_by_owner(client: &Client) -> Option<HashMap<String, (usize, usize)>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let list = pods.list(&ListParams::default().labels(LABEL)).await.ok()?;
-    let mut by_owner: HashMap<String, (usize, usize)> = HashMap::new();
-    for p in &list.items {
-        let Some(owner) = live_owner(&p.metadata) else {
-            continue;
-        };
-        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-        let e = by_owner.entry(owner.to_string()).or_default();
-        e.0 += 1;
-        e.1 += usize::from(phase == Some("Running"));
-    }
-    Some(by_owner)
-}
-
-/// Live (not terminating) pods per controlling owner UID, from a metadata-only list: the
-/// sampler's cheap look (the API server sends and the test parses only metadata). Each pod
-/// as "name (created at)", for the report of an owner seen over its size.
-async fn live_pods(client: &Client) -> Option<HashMap<String, Vec<String>>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let list = pods
-        .list_metadata(&ListParams::default().labels(LABEL))
-        .await
-        .ok()?;
-    let mut by_owner: HashMap<String, Vec<String>> = HashMap::new();
-    for p in &list.items {
-        let m = &p.metadata;
-        if let Some(owner) = live_owner(m) {
-            let created = m.creation_timestamp.as_ref().map(|t| t.0.to_string());
-            by_owner.entry(owner.to_string()).or_default().push(format!(
-                "{} ({})",
-                m.name.as_deref().unwrap_or_default(),
-                created.unwrap_or_default()
-            ));
-        }
-    }
-    Some(by_owner)
-}
-
-/// The test's current phase, for the sampler's report.
-#[derive(Clone, Default)]
-struct Phase(Arc<Mutex<String>>);
-
-impl Phase {
-    fn set(&self, what: &str) {
-        *self.0.lock().unwrap() = what.to_string();
-    }
-
-    fn get(&self) -> String {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// An owner seen over `SIZE`: the first time, in which phase, with which pods.
-struct Overshoot {
-    phase: String,
-    at: Duration,
-    pods: Vec<String>,
-}
-
-/// The sampler: lists without pause until stopped; keeps the most live pods per owner, and
-/// for each owner seen over `SIZE` the first such look.
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    lists: Arc<AtomicUsize>,
-    most: Arc<Mutex<HashMap<String, usize>>>,
-    over: Arc<Mutex<HashMap<String, Overshoot>>>,
-    task: tokio::task::JoinHandle<()>,
-    started: Instant,
-}
-
-impl Sampler {
-    fn start(client: Client, phase: Phase) -> Sampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let lists = Arc::new(AtomicUsize::new(0));
-        let most = Arc::new(Mutex::new(HashMap::new()));
-        let over = Arc::new(Mutex::new(HashMap::new()));
-        let started = Instant::now();
-        let (s, l, m, o) = (stop.clone(), lists.clone(), most.clone(), over.clone());
-        let task = tokio::spawn(async move {
-            while !s.load(Ordering::SeqCst) {
-                if let Some(seen) = live_pods(&client).await {
-                    let mut most = m.lock().unwrap();
-                    let mut over = o.lock().unwrap();
-                    for (owner, pods) in seen {
-                        let e = most.entry(owner.clone()).or_insert(0);
-                        *e = (*e).max(pods.len());
-                        if pods.len() > SIZE {
-                            over.entry(owner).or_insert_with(|| Overshoot {
-                                phase: phase.get(),
-                                at: started.elapsed(),
-                                pods,
-                            });
-                        }
-                    }
-                    l.fetch_add(1, Ordering::SeqCst);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        });
-        Sampler {
-            stop,
-            lists,
-            most,
-            over,
-            task,
-            started,
-        }
-    }
-
-    /// Stops it; returns (lists per second, the most live pods of any owner, a report of
-    /// the owners seen over `SIZE`, one line each).
-    async fn finish(self, uids: &[String]) -> (f64, usize, Vec<String>) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.task.await.unwrap();
-        let rate = self.lists.load(Ordering::SeqCst) as f64 / self.started.elapsed().as_secs_f64();
-        let most = self.most.lock().unwrap();
-        let worst = most.values().copied().max().unwrap_or(0);
-        let over = self.over.lock().unwrap();
-        let mut report: Vec<(Duration, String)> = over
-            .iter()
-            .map(|(uid, o)| {
-                let name = uids
-                    .iter()
-                    .position(|u| u == uid)
-                    .map_or(uid.clone(), |i| format!("pr-{i}"));
-                (
-                    o.at,
-                    format!(
-                        "{name}: {} live at {:.1?} during \"{}\": {}",
-                        o.pods.len(),
-                        o.at,
-                        o.phase,
-                        o.pods.join(", ")
-                    ),
-                )
-            })
-            .collect();
-        report.sort();
-        (rate, worst, report.into_iter().map(|(_, l)| l).collect())
-    }
-}
 
 async fn create_unrelated(client: &Client) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -214,63 +54,9 @@ async fn create_unrelated(client: &Client) {
     );
 }
 
-async fn apply_replicas(client: &Client) -> Vec<String> {
-    let ar = podreplica_resource();
-    let mut uids = Vec::new();
-    for i in 0..REPLICAS {
-        let pr = json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
-            "metadata": {"name": format!("pr-{i}"), "namespace": "default"},
-            "spec": {"size": SIZE}});
-        uids.push(
-            apply(client, &ar, "default", &pr)
-                .await
-                .unwrap()
-                .metadata
-                .uid
-                .unwrap(),
-        );
-    }
-    uids
-}
-
 /// Waits until every PodReplica has exactly `SIZE` live pods, all Running.
 async fn all_converged(client: &Client, uids: &[String], what: &str) {
     all_converged_at(client, uids, SIZE, what).await;
-}
-
-/// Waits until every PodReplica has exactly `size` live pods, all Running.
-/// On a timeout it says which are off and why (pods unscheduled, nodes not Ready).
-async fn all_converged_at(client: &Client, uids: &[String], size: usize, what: &str) {
-    let started = Instant::now();
-    let timeout = Duration::from_secs(300);
-    loop {
-        if let Some(seen) = live_by_owner(client).await
-            && uids.iter().all(|u| seen.get(u) == Some(&(size, size)))
-        {
-            break;
-        }
-        if started.elapsed() > timeout {
-            let seen = live_by_owner(client).await.unwrap_or_default();
-            let off: Vec<_> = uids
-                .iter()
-                .enumerate()
-                .filter_map(|(i, u)| {
-                    let got = seen.get(u).copied().unwrap_or_default();
-                    (got != (size, size)).then(|| format!("pr-{i} {got:?}"))
-                })
-                .collect();
-            panic!(
-                "timed out after {timeout:?} waiting for: {what}\n\
-                 {} of {} PodReplicas off (live, running): {}\n{}",
-                off.len(),
-                uids.len(),
-                off.iter().take(10).cloned().collect::<Vec<_>>().join(", "),
-                pods_and_nodes(client, "default", LABEL).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    println!("{what}: {:?}", started.elapsed());
 }
 
 /// Sets every PodReplica's size (never above `SIZE`: the sampler's bound).
@@ -383,14 +169,14 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     let client = cluster.client().await;
     let phase = Phase::default();
     phase.set("cold start");
-    let sampler = Sampler::start(client.clone(), phase.clone());
+    let sampler = Sampler::start(client.clone(), phase.clone(), SIZE);
 
     // Cold start: the host starts with the namespace already full. ChaosPod relates to the
     // pods too: the two plugins share one pod cache.
     let mut host = Host::start(&cluster, &["podreplica.wasm", "chaospod.wasm"], &[], &[]);
     wait_for_crd(&client, &podreplica_resource()).await;
     create_unrelated(&client).await;
-    let uids = apply_replicas(&client).await;
+    let uids = apply_replicas(&client, REPLICAS, SIZE).await;
     all_converged(&client, &uids, "300 PodReplicas x 3 converged").await;
 
     // SIGKILL and restart: 900 owned pods exist, the new host's pod cache starts empty.

@@ -545,7 +545,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
                 .items
             {
                 let name = cm.metadata.name.clone().unwrap_or_default();
-                acknowledge(&api, &name, cm.metadata.resource_version.as_deref()).await?;
+                acknowledge(&api, &name, cm.metadata.resource_version.as_deref(), &shard).await?;
                 n += 1;
             }
             anyhow::Ok(n)

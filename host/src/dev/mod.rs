@@ -55,6 +55,7 @@ async fn grant(kubeconfig: Option<&std::path::Path>, wasm: &std::path::Path) -> 
         },
         namespace: None,
         host_service_account: "wasmop".into(),
+        sharding: false,
     };
     let docs = crate::principals::manifest::manifests(&plugin.info, &scope)?;
     let client = crate::operator::client(kubeconfig).await?;

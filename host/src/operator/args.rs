@@ -44,6 +44,19 @@ pub struct RunArgs {
     /// Lease duration in seconds: how long a standby waits for a silent leader.
     #[arg(long, env = "WASMOP_LEASE_SECONDS", default_value_t = 15)]
     pub lease_seconds: u64,
+    /// Share the objects among the replicas (needs --leader-election): each replica holds
+    /// a shard Lease, the leader assigns every primary object to one shard by consistent
+    /// hashing (a label), and each replica watches, caches and reconciles only its own.
+    /// With one replica it holds everything.
+    #[arg(long, env = "WASMOP_SHARDING", requires = "leader_election")]
+    pub sharding: bool,
+    /// Name of the ring of shards (the `wasmop.dev/ring` label of the shard Leases, which
+    /// live in the leader Lease's namespace): `kubectl get leases -l wasmop.dev/ring=NAME`.
+    #[arg(long, env = "WASMOP_RING", default_value = "wasmop")]
+    pub ring: String,
+    /// Milliseconds between two passes of the sharder (the leader) over the primaries.
+    #[arg(long, env = "WASMOP_SHARDER_EVERY_MS", default_value_t = 500)]
+    pub sharder_every_ms: u64,
     /// Identity of this replica (default: the pod name, else the hostname and process id).
     #[arg(long, env = "WASMOP_IDENTITY")]
     pub identity: Option<String>,

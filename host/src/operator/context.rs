@@ -165,10 +165,14 @@ pub struct Context {
     pub expectations: Arc<Expectations>,
     /// Turns true once every cache (primary and relations) has its first full list.
     pub synced: tokio::sync::watch::Receiver<bool>,
-    /// Open while this replica leads: a standby keeps its caches but decides nothing.
+    /// Open while this replica leads (or, sharded, holds its shard Lease): a standby keeps
+    /// its caches but decides nothing.
     pub fence: Arc<crate::ops::fence::Fence>,
     /// Where decisions are recorded, for the plugins that are.
     pub cases: Arc<CaseRecorder>,
+    /// This replica's shard when sharding is on: its primaries and owned objects are the
+    /// ones labelled for it ([`crate::shards::scope`]).
+    pub shard: Option<String>,
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ pub struct ControllerDeps {
     /// The host's client without the fence: SubjectAccessReviews (questions, not writes)
     /// are asked by standbys too.
     pub reviewer: Client,
+    /// This replica's shard when sharding is on (`None`: one replica works on everything).
+    pub shard: Option<String>,
 }
 
 /// Which primaries an event of a related object concerns.
@@ -123,8 +125,12 @@ pub async fn run_controller(
     // Every list is a consistent read (no `any_semantic`): a cache that starts after a
     // restart, a swap or a relist holds every write acknowledged before it, also the last
     // writes of the process or controller it replaces, which no expectation remembers.
-    let mut controller =
-        Controller::new_with(primary_api, watcher::Config::default(), primary_ar.clone());
+    // Sharded, a replica watches only the primaries labelled for its shard.
+    let mut primary_watch = watcher::Config::default();
+    if let Some(shard) = &deps.shard {
+        primary_watch = primary_watch.labels(&crate::shards::scope::shard_selector(shard));
+    }
+    let mut controller = Controller::new_with(primary_api, primary_watch, primary_ar.clone());
     let primary_store = controller.store();
     slot.set_primaries(primary_store.clone());
     let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
@@ -132,7 +138,9 @@ pub async fn run_controller(
     let mut listed = Vec::new();
     // Held until the controller stops: its callbacks stay on the shared caches till then.
     let mut subscriptions = Vec::new();
-    for (relation, cache) in info.relations.iter().zip(caches) {
+    for (declared, cache) in info.relations.iter().zip(caches) {
+        // The relation as this shard's cache watches it (owned objects narrowed to it).
+        let relation = &crate::shards::scope::relation_for(declared, deps.shard.as_deref());
         let (trigger, triggered) = futures::channel::mpsc::unbounded();
         let mut tap = seen::tap(
             expectations.clone(),
@@ -193,6 +201,7 @@ pub async fn run_controller(
         synced: synced_rx,
         fence: deps.fence.clone(),
         cases: deps.cases.clone(),
+        shard: deps.shard.clone(),
     });
 
     let readiness = {

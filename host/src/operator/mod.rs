@@ -8,7 +8,8 @@
 //! (one decision end to end, in phases: [`finalize`], [`observed`], [`decide`], [`guard`],
 //! [`execute`]), [`expect`] and [`seen`] (a primary waits to see its own writes),
 //! [`owners`] (caches indexed by controlling owner), [`packed`] (how a cache holds an object),
-//! [`events`], [`context`] (what reconciles share), [`leading`] (taking and losing the lead).
+//! [`events`], [`context`] (what reconciles share), [`leading`] (taking and losing the lead),
+//! [`sharded`] (a shard's drain and takeover steps).
 
 pub mod args;
 pub mod caches;
@@ -29,6 +30,7 @@ pub mod packed;
 pub mod plugins;
 pub mod reconcile;
 pub mod seen;
+pub mod sharded;
 pub mod unguarded;
 
 use std::sync::Arc;
@@ -101,17 +103,24 @@ pub fn fenced_client_from(
         .build())
 }
 
+/// The namespace of the leader Lease and the shard Leases.
+fn lease_namespace(args: &RunArgs) -> String {
+    args.lease_namespace
+        .clone()
+        .or_else(|| args.pod_namespace.clone())
+        .unwrap_or_else(|| "default".into())
+}
+
 /// The leader election settings from the flags, checked (`None` without leader election).
 fn lease_config(args: &RunArgs) -> anyhow::Result<Option<LeaseConfig>> {
     if !args.leader_election {
         return Ok(None);
     }
-    let ns = args
-        .lease_namespace
-        .clone()
-        .or_else(|| args.pod_namespace.clone())
-        .unwrap_or_else(|| "default".into());
-    let mut cfg = LeaseConfig::new(ns, args.lease_name.clone(), identity(args));
+    let mut cfg = LeaseConfig::new(
+        lease_namespace(args),
+        args.lease_name.clone(),
+        identity(args),
+    );
     cfg.lease_duration = Duration::from_secs(args.lease_seconds);
     cfg.renew_every = cfg.lease_duration / 3;
     cfg.renew_deadline = cfg.lease_duration * 2 / 3;
@@ -192,6 +201,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     // Every replica loads the plugins and runs their caches; only the leader's writes leave
     // (the fence), so a standby takes over with warm caches and failover costs the lease.
+    // Sharded, each replica's controllers write behind its own shard Lease's fence instead,
+    // and the leader's fence guards only the WasmPlugins and the sharder.
     let (leading_tx, leading_rx) = watch::channel(!args.leader_election);
     let fence = if args.leader_election {
         Fence::closed()
@@ -199,11 +210,35 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Fence::always_open()
     };
     let mut elector = None;
+    let mut shard_elector = None;
+    let shard = args.sharding.then(|| identity(&args));
+    let work_fence = if shard.is_some() {
+        Fence::closed()
+    } else {
+        fence.clone()
+    };
+    let (member_tx, member_rx) = watch::channel(false);
     if let Some(cfg) = lease {
+        if let Some(id) = &shard {
+            let mut shard_cfg = cfg.clone();
+            shard_cfg.name = crate::shards::members::lease_name(id);
+            shard_cfg.labels.insert(
+                crate::shards::members::RING_LABEL.to_string(),
+                args.ring.clone(),
+            );
+            tracing::info!(lease = %shard_cfg.name, ring = %args.ring, "sharding: announcing this replica's shard");
+            shard_elector = Some(tokio::spawn(run_elector(
+                client.clone(),
+                shard_cfg,
+                member_tx,
+                work_fence.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
         tracing::info!(lease = %cfg.name, identity = %cfg.identity, "waiting to lead (caches warm meanwhile)");
         elector = Some(tokio::spawn(run_elector(
             client.clone(),
-            cfg,
+            cfg.clone(),
             leading_tx,
             fence.clone(),
             shutdown_rx.clone(),
@@ -212,6 +247,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let reviewer = client.clone();
     let base_config = client_config(args.kubeconfig.as_deref()).await?;
     let client = fenced_client_from(base_config.clone(), fence.clone(), metrics.clone())?;
+    let work_client = fenced_client_from(base_config.clone(), work_fence.clone(), metrics.clone())?;
     let plugin_ns = args
         .plugin_namespace
         .clone()
@@ -231,12 +267,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let principals = crate::principals::identity::Principals::fenced(
         naming,
         base_config,
-        fence.clone(),
+        work_fence.clone(),
         metrics.clone(),
     );
 
     let deps = ControllerDeps {
-        client: client.clone(),
+        client: work_client.clone(),
         sandbox,
         guard: Arc::new(Guard::new(GuardConfig {
             max_actions: args.max_actions,
@@ -260,8 +296,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         concurrency: args.concurrency,
         debounce: Duration::from_millis(args.debounce_ms),
-        fence: fence.clone(),
-        caches: caches::SharedCaches::new(client.clone(), args.namespace.clone(), metrics.clone()),
+        fence: work_fence.clone(),
+        caches: caches::SharedCaches::new(
+            work_client.clone(),
+            args.namespace.clone(),
+            metrics.clone(),
+        ),
         cases: Arc::new(crate::rollout::record::CaseRecorder::start(
             args.record
                 .clone()
@@ -271,6 +311,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         )),
         principals,
         reviewer,
+        shard: shard.clone(),
     };
     let manager = Arc::new(Manager::new(
         deps,
@@ -311,6 +352,32 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ));
     } else {
         tracing::warn!(dir = %args.plugins.display(), "no plugins directory");
+    }
+    if shard.is_some() {
+        tokio::spawn(crate::shards::running::run_sharder(
+            client.clone(),
+            manager.clone(),
+            crate::shards::running::RingSettings {
+                namespace: lease_namespace(&args),
+                ring: args.ring.clone(),
+                every: Duration::from_millis(args.sharder_every_ms.max(50)),
+                watched: args.namespace.clone(),
+            },
+            leading_rx.clone(),
+            metrics.clone(),
+            shutdown_rx.clone(),
+        ));
+        let (manager, metrics, ready) = (manager.clone(), metrics.clone(), health.flag("shard"));
+        let (shutdown, stop) = (shutdown_rx.clone(), shutdown_tx.clone());
+        tokio::spawn(async move {
+            if !crate::shards::running::follow_shard(member_rx, manager, metrics, ready, shutdown)
+                .await
+            {
+                // Nothing may run as if it held the shard: the host stops.
+                tracing::error!("the shard Lease's elector ended: stopping");
+                let _ = stop.send(true);
+            }
+        });
     }
     // The plugins are in once the first look at the directory is done.
     let manager_ready = manager.clone();
@@ -357,7 +424,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     manager
         .join(Duration::from_secs(args.shutdown_seconds))
         .await;
-    if let Some(e) = elector {
+    for e in [elector, shard_elector].into_iter().flatten() {
         let _ = tokio::time::timeout(Duration::from_secs(5), e).await;
     }
     tracing::info!("stopped");

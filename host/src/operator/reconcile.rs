@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! lead      a standby (fence closed) decides nothing
+//! shard     sharded: a drain acknowledged, or a takeover before deciding (sharded)
 //! gate      caches synced, and the primary's own writes seen (expectations)
 //! prepare   finalizer: reconcile or cleanup (finalize)
 //! observe   the primary and its related objects from the caches (observed)
@@ -194,6 +195,11 @@ async fn reconcile_with(
 ) -> Result<Action, Failure> {
     let info = &plugin.info;
     let (primary, pref) = primary_of(ctx, obj).map_err(Failure::Other)?;
+    if let Some(shard) = &ctx.shard
+        && let Some(action) = super::sharded::before_deciding(ctx, shard, info, obj, &pref).await?
+    {
+        return Ok(action);
+    }
     if let Some(action) = gate(ctx, plugin, obj, &pref).await {
         return Ok(action);
     }
@@ -211,10 +217,19 @@ async fn reconcile_with(
     } else {
         super::unguarded::steps(&ctx.client, info, &pref, &plan).await
     };
-    let steps = match checked {
+    let mut steps = match checked {
         Ok(steps) => steps,
         Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
     };
+    if let Some(shard) = &ctx.shard {
+        let owned: Vec<_> = ctx
+            .related
+            .iter()
+            .filter(|c| c.relation.selection == crate::runtime::Selection::Owned)
+            .map(|c| c.relation.kind.clone())
+            .collect();
+        crate::shards::scope::label_steps(&mut steps, shard, &pref.uid, &owned);
+    }
     let verdict = match execute_plan(ctx, plugin, obj, &pref, &steps, &plan).await {
         Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
             Err(Violation::new("api-server", s.message))

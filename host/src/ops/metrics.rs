@@ -11,7 +11,8 @@
 //! `wasmop_sandbox_timeouts_total`, `wasmop_sandbox_traps_total`,
 //! `wasmop_rejected_plans_total`, `wasmop_queue_depth`, `wasmop_plugin_loads_total`,
 //! `wasmop_leader`, `wasmop_api_requests_total`, `wasmop_cached_objects`,
-//! `wasmop_cache_subscribers`, `wasmop_rollout_decisions_total`.
+//! `wasmop_cache_subscribers`, `wasmop_rollout_decisions_total`, `wasmop_shard_member`,
+//! `wasmop_shard_objects`, `wasmop_shard_ring_members`, `wasmop_shard_moves_total`.
 
 use std::fmt;
 
@@ -182,6 +183,24 @@ pub struct Metrics {
     pub cache_subscribers: Family<CacheLabels, Gauge>,
     /// Decisions of candidate versions, by how they went.
     pub rollout_decisions: Family<RolloutLabels, Counter>,
+    /// 1 while this replica holds its shard Lease (sharding on), 0 otherwise.
+    pub shard_member: Gauge,
+    /// Primary objects this replica's shard holds, per plugin.
+    pub shard_objects: Family<PluginOnlyLabels, Gauge>,
+    /// Live members of the ring as the sharder (the leader) last saw them.
+    pub shard_ring_members: Gauge,
+    /// Handover steps, per plugin: `assigned`, `drain` (asked by the sharder), `released`
+    /// (a drain acknowledged by this shard), `taken` (owned objects taken over).
+    pub shard_moves: Family<MoveLabels, Counter>,
+}
+
+/// Labels of [`Metrics::shard_moves`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MoveLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// `assigned`, `drain`, `released` or `taken`.
+    pub step: &'static str,
 }
 
 /// Labels of a candidate version's decision.
@@ -308,8 +327,37 @@ impl Metrics {
             rollout_decisions.clone(),
         );
 
+        let shard_member = Gauge::default();
+        let shard_objects = Family::<PluginOnlyLabels, Gauge>::default();
+        let shard_ring_members = Gauge::default();
+        let shard_moves = Family::<MoveLabels, Counter>::default();
+        registry.register(
+            "shard_member",
+            "1 while this replica holds its shard Lease",
+            shard_member.clone(),
+        );
+        registry.register(
+            "shard_objects",
+            "Primary objects held by this replica's shard, per plugin",
+            shard_objects.clone(),
+        );
+        registry.register(
+            "shard_ring_members",
+            "Live members of the ring as the sharder last saw them",
+            shard_ring_members.clone(),
+        );
+        registry.register(
+            "shard_moves",
+            "Handover steps of objects between shards, per plugin",
+            shard_moves.clone(),
+        );
+
         Metrics {
             registry,
+            shard_member,
+            shard_objects,
+            shard_ring_members,
+            shard_moves,
             rollout_decisions,
             reconciles,
             reconcile_errors,

@@ -34,6 +34,10 @@ pub struct RbacArgs {
     /// and impersonates it.
     #[arg(long, default_value = "wasmop")]
     pub host_service_account: String,
+    /// The host runs with `--sharding`: it may also patch the plugin's primaries and owned
+    /// objects (their shard labels).
+    #[arg(long)]
+    pub sharding: bool,
 }
 
 /// What the manifests are made for.
@@ -45,6 +49,8 @@ pub struct Scope {
     pub namespace: Option<String>,
     /// The host's ServiceAccount name (in `naming.namespace`).
     pub host_service_account: String,
+    /// The host shards (it patches shard labels).
+    pub sharding: bool,
 }
 
 fn labels(plugin: &str) -> Value {
@@ -91,8 +97,9 @@ pub fn manifests(info: &PluginInfo, scope: &Scope) -> anyhow::Result<Vec<Value>>
     let (cluster_rules, ns_rules): (Vec<Rule>, Vec<Rule>) = plugin_rules(info)
         .into_iter()
         .partition(|r| r.cluster_scoped);
-    let (host_cluster, host_ns): (Vec<Rule>, Vec<Rule>) =
-        host_rules(info).into_iter().partition(|r| r.cluster_scoped);
+    let (host_cluster, host_ns): (Vec<Rule>, Vec<Rule>) = host_rules(info, scope.sharding)
+        .into_iter()
+        .partition(|r| r.cluster_scoped);
     if scope.namespace.is_some() && !(cluster_rules.is_empty() && host_cluster.is_empty()) {
         let kinds: Vec<String> = cluster_rules
             .iter()
@@ -174,6 +181,7 @@ pub fn run(args: &RbacArgs) -> anyhow::Result<()> {
         },
         namespace: args.namespace.clone(),
         host_service_account: args.host_service_account.clone(),
+        sharding: args.sharding,
     };
     print!("{}", render(&plugin.info, &scope)?);
     Ok(())
@@ -213,6 +221,7 @@ mod tests {
             },
             namespace: ns.map(str::to_string),
             host_service_account: "wasmop".into(),
+            sharding: false,
         }
     }
 

@@ -125,15 +125,23 @@ pub fn plugin_rules(info: &PluginInfo) -> Vec<Rule> {
 }
 
 /// What the host's own ServiceAccount needs to run the plugin: list and watch its primary
-/// kind and every related kind.
-pub fn host_rules(info: &PluginInfo) -> Vec<Rule> {
+/// kind and every related kind; with `sharding`, patch the primaries and the objects of
+/// owned kinds too (the shard labels: the assignment, the drain and its acknowledgement,
+/// owned objects following their owner to its new shard).
+pub fn host_rules(info: &PluginInfo, sharding: bool) -> Vec<Rule> {
     let mut rules = Vec::new();
+    let watch: &[&'static str] = &["list", "watch"];
+    let label: &[&'static str] = &["list", "watch", "patch"];
     add(
         &mut rules,
-        Rule::new(&info.primary, None, &["list", "watch"]),
+        Rule::new(&info.primary, None, if sharding { label } else { watch }),
     );
     for r in &info.relations {
-        add(&mut rules, Rule::new(&r.kind, None, &["list", "watch"]));
+        let owned = sharding && r.selection == crate::runtime::Selection::Owned;
+        add(
+            &mut rules,
+            Rule::new(&r.kind, None, if owned { label } else { watch }),
+        );
     }
     rules
 }
@@ -193,10 +201,18 @@ mod tests {
             ]
         );
         assert_eq!(
-            shown(&host_rules(&i)),
+            shown(&host_rules(&i, false)),
             [
                 "app.example.com podreplicas [list,watch]",
                 "\"\" pods [list,watch]"
+            ]
+        );
+        // Sharded, the host labels the primaries and the owned pods.
+        assert_eq!(
+            shown(&host_rules(&i, true)),
+            [
+                "app.example.com podreplicas [list,patch,watch]",
+                "\"\" pods [list,patch,watch]"
             ]
         );
     }

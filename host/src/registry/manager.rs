@@ -165,11 +165,27 @@ impl Manager {
             .collect()
     }
 
+    /// Name and primary kind of every running plugin, with the primaries its cache holds
+    /// (this shard's, when sharded).
+    pub async fn primaries(&self) -> Vec<(String, crate::runtime::KindRef, usize)> {
+        let running = self.running.lock().await;
+        running
+            .iter()
+            .map(|(name, r)| {
+                let held = r.slot.primaries().map_or(0, |s| s.len());
+                (name.clone(), r.slot.current().info.primary.clone(), held)
+            })
+            .collect()
+    }
+
     /// The shared caches of `info`'s relations, in their order (started if none runs).
     fn caches_for(&self, info: &PluginInfo) -> Vec<Arc<KindCache>> {
         info.relations
             .iter()
-            .map(|r| self.deps.caches.acquire(r))
+            .map(|r| {
+                let r = crate::shards::scope::relation_for(r, self.deps.shard.as_deref());
+                self.deps.caches.acquire(&r)
+            })
             .collect()
     }
 

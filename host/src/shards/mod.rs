@@ -15,4 +15,6 @@
 pub mod assign;
 pub mod members;
 pub mod ring;
+pub mod running;
+pub mod scope;
 pub mod sharder;

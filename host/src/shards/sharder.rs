@@ -2,22 +2,29 @@
 //! drain, as API calls. A pass lists the objects' metadata, decides each one's move
 //! ([`super::assign::decide`]) and writes it as a label patch that carries the
 //! resourceVersion it decided on, so a decision made on a stale read fails (409) and waits
-//! for the next pass instead of overriding a shard's acknowledgement.
+//! for the next pass instead of overriding a shard's acknowledgement. An object taken from
+//! another shard (acknowledged, or a dead shard's) carries the handover annotation until
+//! its new shard has taken over what it owns ([`super::scope::HANDOVER_ANNOTATION`]).
 
 use std::collections::BTreeMap;
 
+use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::assign::{DRAIN_LABEL, Move, SHARD_LABEL, decide};
 use super::ring::Ring;
+use super::scope::HANDOVER_ANNOTATION;
+
+/// Label patches of one pass sent at once.
+const PATCHES_IN_FLIGHT: usize = 16;
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pass {
     /// Objects seen.
     pub objects: usize,
-    /// Objects labelled for a shard, by shard.
+    /// Objects labelled for a shard, by shard (written).
     pub assigned: BTreeMap<String, usize>,
     /// Objects whose live shard was asked to let go.
     pub drained: usize,
@@ -42,7 +49,7 @@ pub fn api_of(
 }
 
 /// One pass over the objects of kind `ar` in `namespace` (all when `None`; restricted by
-/// `selector`, if any), given the ring's `live` members.
+/// `selector`, if any), given the ring's `live` members. Counts only the moves written.
 pub async fn pass(
     client: &kube::Client,
     ar: &ApiResource,
@@ -57,50 +64,77 @@ pub async fn pass(
         lp = lp.labels(s);
     }
     let mut out = Pass::default();
+    let mut patches = Vec::new();
     for obj in api.list_metadata(&lp).await?.items {
         out.objects += 1;
         let m = &obj.metadata;
-        let (Some(name), Some(uid)) = (m.name.as_deref(), m.uid.as_deref()) else {
+        let (Some(name), Some(uid)) = (m.name.clone(), m.uid.as_deref()) else {
             continue;
         };
         let labels = m.labels.as_ref();
         let owner = label(labels, SHARD_LABEL);
         let draining = label(labels, DRAIN_LABEL).is_some();
-        let patch = match decide(uid, owner, draining, live, &ring) {
+        let decided = decide(uid, owner, draining, live, &ring);
+        let patch = match &decided {
             Move::Stay => continue,
             Move::Assign(shard) => {
-                *out.assigned.entry(shard.clone()).or_default() += 1;
-                json!({"metadata": {"resourceVersion": m.resource_version,
-                    "labels": {SHARD_LABEL: shard, DRAIN_LABEL: null}}})
+                // A dead shard's object: its new shard takes over what it owns first.
+                let handover = owner.map(|o| json!({HANDOVER_ANNOTATION: o}));
+                let mut p = json!({"metadata": {"resourceVersion": m.resource_version,
+                    "labels": {SHARD_LABEL: shard, DRAIN_LABEL: null}}});
+                if let Some(a) = handover {
+                    p["metadata"]["annotations"] = a;
+                }
+                p
             }
             Move::Drain => {
-                out.drained += 1;
                 json!({"metadata": {"resourceVersion": m.resource_version,
                     "labels": {DRAIN_LABEL: "true"}}})
             }
         };
-        match api_of(client, ar, m.namespace.as_deref())
-            .patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
+        patches.push((
+            api_of(client, ar, m.namespace.as_deref()),
+            name,
+            patch,
+            decided,
+        ));
+    }
+    let mut sent = futures::stream::iter(patches)
+        .map(|(api, name, patch, decided)| async move {
+            api.patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| decided)
+        })
+        .buffer_unordered(PATCHES_IN_FLIGHT);
+    let mut failed = None;
+    while let Some(result) = sent.next().await {
+        match result {
+            Ok(Move::Assign(shard)) => *out.assigned.entry(shard).or_default() += 1,
+            Ok(Move::Drain) => out.drained += 1,
+            Ok(Move::Stay) => {}
             Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => out.conflicts += 1,
-            Err(e) => return Err(e),
+            Err(e) => failed = Some(e),
         }
     }
-    Ok(out)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
-/// A shard lets go of object `name` (read at `resource_version`) that it was asked to
-/// drain: it removes both labels, after which the sharder may give the object to its new
-/// shard. Called only once the shard no longer reconciles the object.
+/// Shard `shard` lets go of object `name` (read at `resource_version`) that it was asked
+/// to drain: it removes both labels and leaves the handover annotation, after which the
+/// sharder may give the object to its new shard. Called only once the shard no longer
+/// reconciles the object.
 pub async fn acknowledge(
     api: &Api<DynamicObject>,
     name: &str,
     resource_version: Option<&str>,
+    shard: &str,
 ) -> Result<(), kube::Error> {
     let patch = json!({"metadata": {"resourceVersion": resource_version,
-        "labels": {SHARD_LABEL: null, DRAIN_LABEL: null}}});
+        "labels": {SHARD_LABEL: null, DRAIN_LABEL: null},
+        "annotations": {HANDOVER_ANNOTATION: shard}}});
     api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod diagnose;
+pub mod fleet;
 pub mod scaffold;
 pub mod storm;
 pub mod uploads;

@@ -1,0 +1,138 @@
+//! Sharding in `wasmop run`: the leader's sharder loop, and each replica following its own
+//! shard Lease (reconciling everything it holds on taking it, counting what it holds).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::members::{Membership, list};
+use super::sharder::pass;
+use crate::operator::kinds::api_resource;
+use crate::ops::health::ReadyFlag;
+use crate::ops::metrics::{Metrics, MoveLabels, PluginOnlyLabels};
+use crate::registry::Manager;
+
+/// Where the ring lives and how often the sharder looks.
+#[derive(Debug, Clone)]
+pub struct RingSettings {
+    /// Namespace of the shard Leases.
+    pub namespace: String,
+    /// The ring's name (the value of the shard Leases' ring label).
+    pub ring: String,
+    /// Time between two passes of the sharder.
+    pub every: Duration,
+    /// The namespace whose primaries are sharded (all when `None`).
+    pub watched: Option<String>,
+}
+
+async fn wait_or_end(
+    every: Duration,
+    leading: &mut watch::Receiver<bool>,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    tokio::select! {
+        _ = tokio::time::sleep(every) => {}
+        _ = leading.wait_for(|l| !*l) => {}
+        _ = shutdown.wait_for(|s| *s) => {}
+    }
+}
+
+/// The sharder: while this replica leads, every `every` it reads the ring's live members
+/// and makes one pass over the primaries of each running plugin (assign, drain, move).
+/// Its writes go through the leader's fence (`client`).
+pub async fn run_sharder(
+    client: kube::Client,
+    manager: Arc<Manager>,
+    settings: RingSettings,
+    mut leading: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.wait_for(|s| *s) => return,
+            led = leading.wait_for(|l| *l) => if led.is_err() { return },
+        }
+        tracing::info!(ring = %settings.ring, "leading: running the sharder");
+        // Renewals are judged by this replica's clock from the moment it leads.
+        let mut membership = Membership::default();
+        while *leading.borrow() && !*shutdown.borrow() {
+            let live = match list(&client, &settings.namespace, &settings.ring).await {
+                Ok(leases) => membership.live(&leases, Instant::now()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list the shard Leases");
+                    wait_or_end(settings.every, &mut leading, &mut shutdown).await;
+                    continue;
+                }
+            };
+            metrics.shard_ring_members.set(live.len() as i64);
+            for (plugin, kind, _) in manager.primaries().await {
+                let ar = api_resource(&kind);
+                match pass(&client, &ar, settings.watched.as_deref(), None, &live).await {
+                    Ok(p) => {
+                        let assigned: usize = p.assigned.values().sum();
+                        for (step, n) in [("assigned", assigned), ("drain", p.drained)] {
+                            metrics
+                                .shard_moves
+                                .get_or_create(&MoveLabels {
+                                    plugin: plugin.clone(),
+                                    step,
+                                })
+                                .inc_by(n as u64);
+                        }
+                        if assigned + p.drained > 0 {
+                            tracing::info!(plugin = %plugin, ?live, assigned = ?p.assigned,
+                                drained = p.drained, conflicts = p.conflicts, "sharder pass");
+                        }
+                    }
+                    Err(e) => tracing::warn!(plugin = %plugin, error = %e, "sharder pass failed"),
+                }
+            }
+            wait_or_end(settings.every, &mut leading, &mut shutdown).await;
+        }
+    }
+}
+
+/// Follows this replica's shard Lease until shutdown: while it holds it, the replica is a
+/// member (`wasmop_shard_member`, readiness `shard`) and reconciles what it holds (all of
+/// it again on each new term); every second it counts its primaries
+/// (`wasmop_shard_objects`). Returns `false` if the elector ended before shutdown.
+pub async fn follow_shard(
+    mut member: watch::Receiver<bool>,
+    manager: Arc<Manager>,
+    metrics: Arc<Metrics>,
+    ready: ReadyFlag,
+    mut shutdown: watch::Receiver<bool>,
+) -> bool {
+    let mut was = false;
+    loop {
+        let now = *member.borrow_and_update();
+        if now != was {
+            metrics.shard_member.set(i64::from(now));
+            ready.set(now);
+            if now {
+                tracing::info!("holding the shard Lease: reconciling this shard's objects");
+                manager.reconcile_everything().await;
+            } else {
+                tracing::error!("lost the shard Lease: writes refused until it is held again");
+            }
+            was = now;
+        }
+        for (plugin, _, held) in manager.primaries().await {
+            metrics
+                .shard_objects
+                .get_or_create(&PluginOnlyLabels { plugin })
+                .set(held as i64);
+        }
+        let gone = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return true,
+            changed = member.changed() => changed.is_err(),
+            _ = tokio::time::sleep(Duration::from_secs(1)) => false,
+        };
+        if gone {
+            return *shutdown.borrow();
+        }
+    }
+}

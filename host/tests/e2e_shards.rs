@@ -1,0 +1,376 @@
+//! End to end: sharded replicas. Three replicas (`--sharding`) share 3,000 PodReplicas of
+//! size 1: each holds about a third in its caches (its metrics say how many primaries and
+//! pods) and all converge. One is killed with SIGKILL: once its shard Lease has expired its
+//! objects move to the other two, which take over their pods and converge. A fourth joins:
+//! about a quarter move to it, each drained and acknowledged by its old shard first. Through
+//! all of it a sampler lists the pods without pause (no PodReplica ever has two live pods)
+//! and a watch of the PodReplicas' shard labels sees no object move from one live shard to
+//! another without the old shard's acknowledgement.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use support::fleet::*;
+use support::*;
+
+const OBJECTS: usize = 3000;
+const LEASE_SECONDS: &str = "3";
+const SHARD: &str = "shard.wasmop.dev/owner";
+const DRAIN: &str = "shard.wasmop.dev/drain";
+
+fn replica(cluster: &Cluster, id: &str) -> Host {
+    let args = [
+        "--leader-election",
+        "--sharding",
+        "--lease-seconds",
+        LEASE_SECONDS,
+        "--lease-namespace",
+        "default",
+        "--identity",
+        id,
+    ];
+    Host::start(cluster, &["podreplica.wasm"], &args, &[])
+}
+
+/// A gauge of the host's metrics: the value of the first line starting with `prefix`.
+fn gauge(host: &Host, prefix: &str) -> Option<f64> {
+    let (_, m) = host.http_get("/metrics")?;
+    m.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// (primaries, pods) a replica's shard holds, from its metrics.
+fn held(host: &Host, id: &str) -> (usize, usize) {
+    let primaries = gauge(host, "wasmop_shard_objects{plugin=\"podreplica\"}").unwrap_or(-1.0);
+    let pods = gauge(
+        host,
+        &format!("wasmop_cached_objects{{resource=\"pods.\",selector=\"{SHARD}={id}\"}}"),
+    )
+    .unwrap_or(-1.0);
+    (primaries as usize, pods as usize)
+}
+
+/// Every PodReplica's shard label (empty when it has none) and whether it is draining.
+async fn assignments(client: &Client) -> HashMap<String, (String, bool)> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let list = api.list_metadata(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .map(|o| {
+            let labels = o.metadata.labels.unwrap_or_default();
+            (
+                o.metadata.uid.unwrap_or_default(),
+                (
+                    labels.get(SHARD).cloned().unwrap_or_default(),
+                    labels.contains_key(DRAIN),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Objects per shard.
+fn split(of: &HashMap<String, (String, bool)>) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for (shard, _) in of.values() {
+        *by.entry(shard.clone()).or_default() += 1;
+    }
+    by
+}
+
+/// Waits until every PodReplica is labelled for one of `shards`, none draining; returns
+/// the split.
+async fn settled_on(client: &Client, shards: &[&str], within: Duration) -> BTreeMap<String, usize> {
+    let what = format!("every PodReplica on one of {shards:?}, none draining");
+    eventually(within, &what, || async {
+        let a = assignments(client).await;
+        (a.len() == OBJECTS && a.values().all(|(s, d)| !d && shards.contains(&s.as_str())))
+            .then(|| split(&a))
+    })
+    .await
+}
+
+/// Waits until the objects are spread over exactly `shards` (each holding some), none
+/// draining; returns the split.
+async fn rejoined(client: &Client, shards: &[&str]) -> BTreeMap<String, usize> {
+    let joined = Instant::now();
+    let what = format!("objects spread over {shards:?}");
+    let s = eventually(Duration::from_secs(90), &what, || async {
+        let a = assignments(client).await;
+        let s = split(&a);
+        (a.len() == OBJECTS
+            && a.values().all(|(_, d)| !d)
+            && s.len() == shards.len()
+            && shards.iter().all(|sh| s.contains_key(*sh)))
+        .then_some(s)
+    })
+    .await;
+    println!("{what}: {:?}", joined.elapsed());
+    s
+}
+
+/// Every live PodReplica pod carries its owner's shard label (owned objects follow).
+async fn pods_follow_owners(client: &Client) -> Result<(), String> {
+    let owners = assignments(client).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let list = pods
+        .list_metadata(&ListParams::default().labels(LABEL))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut wrong = Vec::new();
+    for p in &list.items {
+        let m = &p.metadata;
+        if m.deletion_timestamp.is_some() {
+            continue;
+        }
+        let owner = m
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.clone())
+            .unwrap_or_default();
+        let theirs = owners
+            .get(&owner)
+            .map(|(s, _)| s.clone())
+            .unwrap_or_default();
+        let mine = m
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SHARD))
+            .cloned()
+            .unwrap_or_default();
+        if mine != theirs {
+            wrong.push(format!("{:?}: {mine} (owner on {theirs})", m.name));
+        }
+    }
+    match wrong.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "{} pods not on their owner's shard: {}",
+            wrong.len(),
+            wrong.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// Watches the PodReplicas' shard labels for the whole test: an object may gain a shard
+/// only when it has none or its shard is `dead`; a move from one live shard to another
+/// (no acknowledgement between) is a violation.
+struct LabelWatch {
+    task: tokio::task::JoinHandle<()>,
+    violations: Arc<Mutex<Vec<String>>>,
+    moves: Arc<Mutex<usize>>,
+    dead: Arc<Mutex<HashSet<String>>>,
+}
+
+impl LabelWatch {
+    fn start(client: Client) -> LabelWatch {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client, "default", &podreplica_resource());
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let moves = Arc::new(Mutex::new(0));
+        let dead = Arc::new(Mutex::new(HashSet::new()));
+        let (v, n, d) = (violations.clone(), moves.clone(), dead.clone());
+        let task = tokio::spawn(async move {
+            let mut last: HashMap<String, String> = HashMap::new();
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .touched_objects()
+                .boxed();
+            while let Some(Ok(o)) = events.next().await {
+                let uid = o.metadata.uid.clone().unwrap_or_default();
+                let now = o
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SHARD))
+                    .cloned()
+                    .unwrap_or_default();
+                let before = last.insert(uid.clone(), now.clone()).unwrap_or_default();
+                if before != now && !now.is_empty() {
+                    *n.lock().unwrap() += 1;
+                    if !before.is_empty() && !d.lock().unwrap().contains(&before) {
+                        v.lock()
+                            .unwrap()
+                            .push(format!("{uid}: {before} -> {now} without a drain"));
+                    }
+                }
+            }
+        });
+        LabelWatch {
+            task,
+            violations,
+            moves,
+            dead,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
+    let cluster = Cluster::start_with_node_pods("shards", 1200);
+    let client = cluster.client().await;
+    let mut hosts: BTreeMap<&str, Host> = BTreeMap::new();
+    for id in ["shard-a", "shard-b", "shard-c"] {
+        hosts.insert(id, replica(&cluster, id));
+    }
+    wait_for_crd(&client, &podreplica_resource()).await;
+    eventually(Duration::from_secs(60), "three shards ready", || async {
+        hosts
+            .values()
+            .all(|h| {
+                gauge(h, "wasmop_shard_member").is_some_and(|v| v == 1.0)
+                    && h.http_get("/readyz").is_some_and(|(code, _)| code == 200)
+            })
+            .then_some(())
+    })
+    .await;
+    let phase = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase.clone(), 1);
+    let labels = LabelWatch::start(client.clone());
+
+    phase.set("converging over three shards");
+    let started = Instant::now();
+    let uids = apply_replicas(&client, OBJECTS, 1).await;
+    all_converged_at(&client, &uids, 1, "3,000 PodReplicas x 1 over three shards").await;
+    println!("three shards converged in {:?}", started.elapsed());
+    let three = settled_on(
+        &client,
+        &["shard-a", "shard-b", "shard-c"],
+        Duration::from_secs(30),
+    )
+    .await;
+    for (id, host) in &hosts {
+        let (primaries, pods) = held(host, id);
+        println!(
+            "{id}: {primaries} PodReplicas and {pods} pods cached, RSS {} MiB",
+            host.rss_kib() / 1024
+        );
+        assert!(
+            (700..=1300).contains(&primaries) && primaries == three[*id],
+            "{id} holds {primaries} primaries; the labels say {three:?}"
+        );
+        assert_eq!(pods, primaries, "{id} caches only its own pods");
+    }
+    pods_follow_owners(&client).await.unwrap();
+
+    phase.set("a shard killed");
+    let gone = three["shard-c"];
+    hosts.get_mut("shard-c").unwrap().kill();
+    labels.dead.lock().unwrap().insert("shard-c".into());
+    let killed = Instant::now();
+    let two = settled_on(&client, &["shard-a", "shard-b"], Duration::from_secs(60)).await;
+    println!(
+        "killed shard-c: its {gone} objects moved within {:?}: {two:?}",
+        killed.elapsed()
+    );
+    // Its objects' pods follow them; the new shards act on them (a deleted pod is replaced).
+    eventually(
+        Duration::from_secs(60),
+        "pods follow their moved owners",
+        || async { pods_follow_owners(&client).await.ok() },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let victims = pods
+        .list_metadata(&ListParams::default().labels(LABEL))
+        .await
+        .unwrap();
+    for p in victims.items.iter().step_by(30) {
+        let _ = pods
+            .delete(
+                p.metadata.name.as_deref().unwrap(),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+    all_converged_at(
+        &client,
+        &uids,
+        1,
+        "converged on two shards, deleted pods replaced",
+    )
+    .await;
+
+    phase.set("the killed shard comes back");
+    hosts.insert("shard-c", replica(&cluster, "shard-c"));
+    labels.dead.lock().unwrap().remove("shard-c");
+    let back = rejoined(&client, &["shard-a", "shard-b", "shard-c"]).await;
+    println!("shard-c back: {back:?}");
+    assert!(
+        (700..=1300).contains(&back["shard-c"]),
+        "about a third moves back to shard-c: {back:?}"
+    );
+    all_converged_at(&client, &uids, 1, "converged on three shards again").await;
+
+    phase.set("a fourth shard joins");
+    hosts.insert("shard-d", replica(&cluster, "shard-d"));
+    let four = rejoined(&client, &["shard-a", "shard-b", "shard-c", "shard-d"]).await;
+    println!("shard-d joined: {four:?}");
+    let to_d = four["shard-d"];
+    assert!(
+        (450..=1050).contains(&to_d),
+        "about a quarter moves to the new shard: {four:?}"
+    );
+    all_converged_at(&client, &uids, 1, "converged on four shards").await;
+    eventually(
+        Duration::from_secs(60),
+        "pods follow the drained owners",
+        || async { pods_follow_owners(&client).await.ok() },
+    )
+    .await;
+    for (id, host) in &hosts {
+        let (primaries, pods) = held(host, id);
+        println!(
+            "{id}: {primaries} PodReplicas and {pods} pods cached, RSS {} MiB",
+            host.rss_kib() / 1024
+        );
+        assert_eq!(primaries, four[*id], "{id}'s cache follows its labels");
+        assert_eq!(pods, primaries, "{id} caches only its own pods");
+    }
+    let released: usize = hosts
+        .values()
+        .map(|h| h.log_text().matches("drained: let go").count())
+        .sum();
+    println!("drains acknowledged: {released}");
+    assert_eq!(
+        released,
+        back["shard-c"] + to_d,
+        "every object that moved between live shards was drained and acknowledged"
+    );
+
+    let (rate, worst, over) = sampler.finish(&uids).await;
+    println!("sampler: {rate:.1} lists/s; the most live pods of any PodReplica: {worst}");
+    assert!(
+        rate >= 1.0,
+        "the sampler listed only {rate:.1} times a second"
+    );
+    assert!(
+        over.is_empty(),
+        "{} PodReplicas had two live pods at once:\n{}",
+        over.len(),
+        over.join("\n")
+    );
+    labels.task.abort();
+    let seen = *labels.moves.lock().unwrap();
+    let v = labels.violations.lock().unwrap().clone();
+    assert!(v.is_empty(), "moves without a drain: {v:?}");
+    assert!(
+        seen >= OBJECTS + gone + back["shard-c"] + to_d,
+        "the watch saw {seen} assignments, fewer than were made"
+    );
+    for (_, mut h) in hosts {
+        h.terminate(Duration::from_secs(15));
+    }
+}
