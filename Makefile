@@ -130,15 +130,15 @@ crds: host plugins
 	$(WASMOP) info --crd $(PLUGIN_DIR)/podreplica.wasm > deploy/crds/podreplica.yaml
 	$(WASMOP) info --crd $(PLUGIN_DIR)/chaospod.wasm > deploy/crds/chaospod.yaml
 	$(WASMOP) crd > deploy/crds/wasmplugin.yaml
-	$(WASMOP) rbac $(PLUGIN_DIR)/podreplica.wasm > deploy/plugins/podreplica.yaml
-	$(WASMOP) rbac $(PLUGIN_DIR)/chaospod.wasm > deploy/plugins/chaospod.yaml
+	$(WASMOP) rbac --sharding $(PLUGIN_DIR)/podreplica.wasm > deploy/plugins/podreplica.yaml
+	$(WASMOP) rbac --sharding $(PLUGIN_DIR)/chaospod.wasm > deploy/plugins/chaospod.yaml
 
 ## crds-check: fail when deploy/crds or deploy/plugins is out of date
 crds-check: host plugins
 	@for p in podreplica chaospod; do \
 	  $(WASMOP) info --crd $(PLUGIN_DIR)/$$p.wasm | diff -u deploy/crds/$$p.yaml - \
 	    || { echo "deploy/crds/$$p.yaml is out of date: run 'make crds'" >&2; exit 1; }; \
-	  $(WASMOP) rbac $(PLUGIN_DIR)/$$p.wasm | diff -u deploy/plugins/$$p.yaml - \
+	  $(WASMOP) rbac --sharding $(PLUGIN_DIR)/$$p.wasm | diff -u deploy/plugins/$$p.yaml - \
 	    || { echo "deploy/plugins/$$p.yaml is out of date: run 'make crds'" >&2; exit 1; }; \
 	done
 	@$(WASMOP) crd | diff -u deploy/crds/wasmplugin.yaml - \

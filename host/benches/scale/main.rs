@@ -4,12 +4,14 @@
 //! every PodReplica at size 3, rescaled to 5 and to 2 (seconds, ratio to the floor, host CPU,
 //! API requests by verb, peak memory), memory at rest, delete → replacement latency, and a
 //! hot swap to v2 under load, and the cost of a shadow candidate (the same rescale without and
-//! with one). Prints a table and writes JSON under `~/.cache/wasmop/bench/`.
+//! with one). For the largest size, the scale row: the same objects converged by 1, 2 and 3
+//! sharded replicas (`--replicas`), with each replica's share and memory. Prints a table and
+//! writes JSON under `~/.cache/wasmop/bench/`.
 //!
 //! `--smoke` (in `make test`): 100 PodReplicas, asserts correctness only (all converge, no
 //! PodReplica ever over the size it was given), no timings, no JSON.
 //!
-//! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--smoke]`.
+//! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke]`.
 
 #[path = "../../tests/support/mod.rs"]
 #[allow(unused_imports)]
@@ -19,6 +21,7 @@ mod converge;
 mod cost;
 mod floor;
 mod latency;
+mod replicas;
 mod report;
 mod shadow;
 mod swap;
@@ -33,31 +36,33 @@ use support::{Cluster, Host, eventually, podreplica_resource, wait_for_crd};
 struct Args {
     objects: Vec<usize>,
     samples: usize,
+    replicas: Vec<usize>,
     smoke: bool,
+}
+
+fn numbers(flag: &str, v: Option<String>) -> Vec<usize> {
+    let v = v.unwrap_or_else(|| panic!("{flag} needs a list, e.g. 1,2,3"));
+    v.split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{flag}: `{n}` is not a number"))
+        })
+        .collect()
 }
 
 fn args() -> Args {
     let mut a = Args {
         objects: vec![100, 300, 1000],
         samples: 200,
+        replicas: vec![1, 2, 3],
         smoke: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--objects" => {
-                let v = it
-                    .next()
-                    .expect("--objects needs a list, e.g. 100,300,1000");
-                a.objects = v
-                    .split(',')
-                    .map(|n| {
-                        n.trim()
-                            .parse()
-                            .unwrap_or_else(|_| panic!("--objects: `{n}` is not a number"))
-                    })
-                    .collect();
-            }
+            "--objects" => a.objects = numbers("--objects", it.next()),
+            "--replicas" => a.replicas = numbers("--replicas", it.next()),
             "--samples" => {
                 a.samples = it
                     .next()
@@ -68,7 +73,7 @@ fn args() -> Args {
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--smoke]"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke]"
                 );
                 std::process::exit(0);
             }
@@ -78,6 +83,7 @@ fn args() -> Args {
     if a.smoke {
         a.objects = vec![100];
         a.samples = 10;
+        a.replicas = Vec::new();
     }
     a
 }
@@ -148,6 +154,7 @@ async fn row(n: usize, samples: usize, smoke: bool) -> Row {
         latency_ms: lat,
         swap,
         shadow,
+        sharded: Vec::new(),
     }
 }
 
@@ -157,6 +164,11 @@ async fn main() {
     let mut rows = Vec::new();
     for &n in &a.objects {
         rows.push(row(n, a.samples, a.smoke).await);
+    }
+    if let (Some(last), Some(&n)) = (rows.last_mut(), a.objects.iter().max()) {
+        for &k in &a.replicas {
+            last.sharded.push(replicas::sharded(n, k).await);
+        }
     }
     report::print(&rows);
     if a.smoke {

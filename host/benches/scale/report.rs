@@ -35,6 +35,8 @@ pub struct Row {
     pub swap: crate::swap::Swap,
     /// The cost of a shadow candidate.
     pub shadow: crate::shadow::ShadowCost,
+    /// The same objects converged by sharded replicas (the largest size only).
+    pub sharded: Vec<crate::replicas::Sharded>,
 }
 
 fn requests(l: &Look) -> String {
@@ -86,6 +88,31 @@ pub fn print(rows: &[Row]) {
     }
     if rows.iter().any(|r| r.shadow.plain_s > 0.0) {
         print_shadow(rows);
+    }
+    if rows.iter().any(|r| !r.sharded.is_empty()) {
+        print_sharded(rows);
+    }
+}
+
+fn print_sharded(rows: &[Row]) {
+    println!();
+    println!(
+        "| objects | sharded replicas | converge at 3 s | primaries per replica | RSS at rest per replica MiB |"
+    );
+    println!("|---|---|---|---|---|");
+    for r in rows {
+        for s in &r.sharded {
+            let held: Vec<String> = s.each.iter().map(|(n, _)| n.to_string()).collect();
+            let rss: Vec<String> = s.each.iter().map(|(_, m)| format!("{m:.0}")).collect();
+            println!(
+                "| {} | {} | {:.1} | {} | {} |",
+                r.objects,
+                s.replicas,
+                s.secs,
+                held.join(" / "),
+                rss.join(" / ")
+            );
+        }
     }
 }
 
@@ -142,6 +169,11 @@ pub fn write_json(rows: &[Row]) {
             "shadow": {"rescale_s": r.shadow.plain_s, "rescale_cpu_s": r.shadow.plain_cpu_s,
                 "with_shadow_s": r.shadow.shadow_s, "with_shadow_cpu_s": r.shadow.shadow_cpu_s,
                 "shadow_decisions": r.shadow.decisions, "skipped": r.shadow.skipped},
+            "sharded": r.sharded.iter().map(|s| json!({
+                "replicas": s.replicas, "converge_s": s.secs,
+                "primaries": s.each.iter().map(|e| e.0).collect::<Vec<_>>(),
+                "rest_mib": s.each.iter().map(|e| e.1).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
             "phases": r.phases.iter().map(|p| json!({
                 "size": p.size, "secs": p.secs, "ratio_to_floor": p.secs / r.floor_s, "host_cpu_s": p.spent.cpu_s,
                 "peak_mib": p.peak_mib, "most_pods": p.most, "requests": p.spent.requests,
