@@ -454,6 +454,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     use std::collections::{BTreeMap, HashMap, HashSet};
     use std::sync::Mutex;
     use wasmop::shards::assign::{DRAIN_LABEL, SHARD_LABEL};
+    use wasmop::shards::scope::HANDOVER_ANNOTATION;
     use wasmop::shards::sharder::{acknowledge, api_of, pass};
 
     const N: usize = 1_000;
@@ -527,6 +528,22 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
         }
         anyhow::Ok(by)
     };
+    // Objects carrying the handover annotation (moved from another shard).
+    let handed_over = || async {
+        let n = cms
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items
+            .iter()
+            .filter(|cm| {
+                cm.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(HANDOVER_ANNOTATION))
+            })
+            .count();
+        anyhow::Ok(n)
+    };
     // Simulated shards: each acknowledges the drains asked of it.
     let acknowledge_all = |shard: String| {
         let client = client.clone();
@@ -599,6 +616,10 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
         moved.assigned.get(&name("d")) == Some(&asked.drained) && moved.assigned.len() == 1,
         "every acknowledged object goes to d: {moved:?}"
     );
+    ensure!(
+        handed_over().await? == asked.drained,
+        "each moved object carries the handover annotation for its new shard"
+    );
     println!(
         "fourth shard: {} of {N} drained, acknowledged and moved to it; split now {:?}",
         asked.drained,
@@ -616,6 +637,10 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     ensure!(
         rescued.drained == 0 && rescued.assigned.values().sum::<usize>() == c_objects,
         "c's {c_objects} objects move at once: {rescued:?}"
+    );
+    ensure!(
+        handed_over().await? == asked.drained + c_objects,
+        "a dead shard's objects carry the handover annotation too"
     );
     let end = owners().await?;
     ensure!(

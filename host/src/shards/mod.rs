@@ -1,16 +1,14 @@
-//! Scale out (issue "Scale out", in progress): replicas that each reconcile and cache only
-//! their share of the objects, on Kubernetes' own coordination (Leases, labels, watches), in
-//! the controller-sharding design. Built so far, tested, not yet wired into `wasmop run`:
-//! [`ring`] (consistent hashing of object UIDs onto shards, virtual nodes), [`members`]
-//! (which shards are live, from their shard Leases: each replica's own, held with the
-//! leader election's renewal and fencing, labelled with the ring; tested against the API
-//! server in `tests/lease.rs`) and [`assign`] (the sharder's move for one
-//! object: assign, drain first, or stay), [`sharder`] (a pass of the sharder over one kind and
-//! a shard's acknowledgement of a drain, as label patches with resourceVersion
-//! preconditions; tested against the API server in `tests/lease.rs`). Next: running them in
-//! `wasmop run` (the leader's sharder loop; each shard acknowledging in its reconcile),
-//! label-selected caches per shard behind the shard fence, owned objects following their
-//! owner.
+//! Scale out: replicas that each reconcile and cache only their share of the objects, on
+//! Kubernetes' own coordination (Leases, labels, watches), in the controller-sharding
+//! design. [`ring`] (consistent hashing of object UIDs onto shards, virtual nodes),
+//! [`members`] (which shards are live, from their shard Leases: each replica's own, held
+//! with the leader election's renewal and fencing, labelled with the ring), [`assign`] (the
+//! sharder's move for one object: assign, drain first, or stay), [`sharder`] (a pass over one
+//! kind and a shard's acknowledgement of a drain, as label patches with resourceVersion
+//! preconditions), [`scope`] (what a shard watches, and the labels the host puts on what a
+//! plan creates), [`running`] (the leader's sharder loop and a replica following its shard
+//! Lease in `wasmop run --sharding`). A shard's drain and takeover steps inside the
+//! reconcile are in [`crate::operator::sharded`].
 
 pub mod assign;
 pub mod members;
