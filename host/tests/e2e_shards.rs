@@ -59,6 +59,31 @@ fn held(host: &Host, id: &str) -> (usize, usize) {
     (primaries as usize, pods as usize)
 }
 
+/// Each replica's caches hold exactly the PodReplicas `split` says are its shard's, and as
+/// many pods (printed with its memory); the primaries each holds.
+fn caches_follow_labels(
+    hosts: &BTreeMap<&str, Host>,
+    split: &BTreeMap<String, usize>,
+) -> Vec<usize> {
+    hosts
+        .iter()
+        .map(|(id, host)| {
+            let (primaries, pods) = held(host, id);
+            println!(
+                "{id}: {primaries} PodReplicas and {pods} pods cached, RSS {} MiB",
+                host.rss_kib() / 1024
+            );
+            assert_eq!(
+                Some(&primaries),
+                split.get(*id),
+                "{id}'s cache follows its labels"
+            );
+            assert_eq!(pods, primaries, "{id} caches only its own pods");
+            primaries
+        })
+        .collect()
+}
+
 /// Every PodReplica's shard label (empty when it has none) and whether it is draining.
 async fn assignments(client: &Client) -> HashMap<String, (String, bool)> {
     let api: Api<DynamicObject> =
@@ -91,10 +116,20 @@ fn split(of: &HashMap<String, (String, bool)>) -> BTreeMap<String, usize> {
 /// Waits until every PodReplica is labelled for one of `shards`, none draining; returns
 /// the split.
 async fn settled_on(client: &Client, shards: &[&str], within: Duration) -> BTreeMap<String, usize> {
+    settled(client, OBJECTS, shards, within).await
+}
+
+/// [`settled_on`] for `n` PodReplicas.
+async fn settled(
+    client: &Client,
+    n: usize,
+    shards: &[&str],
+    within: Duration,
+) -> BTreeMap<String, usize> {
     let what = format!("every PodReplica on one of {shards:?}, none draining");
     eventually(within, &what, || async {
         let a = assignments(client).await;
-        (a.len() == OBJECTS && a.values().all(|(s, d)| !d && shards.contains(&s.as_str())))
+        (a.len() == n && a.values().all(|(s, d)| !d && shards.contains(&s.as_str())))
             .then(|| split(&a))
     })
     .await
@@ -251,17 +286,11 @@ async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
         Duration::from_secs(30),
     )
     .await;
-    for (id, host) in &hosts {
-        let (primaries, pods) = held(host, id);
-        println!(
-            "{id}: {primaries} PodReplicas and {pods} pods cached, RSS {} MiB",
-            host.rss_kib() / 1024
-        );
+    for primaries in caches_follow_labels(&hosts, &three) {
         assert!(
-            (700..=1300).contains(&primaries) && primaries == three[*id],
-            "{id} holds {primaries} primaries; the labels say {three:?}"
+            (700..=1300).contains(&primaries),
+            "about a third each: {three:?}"
         );
-        assert_eq!(pods, primaries, "{id} caches only its own pods");
     }
     pods_follow_owners(&client).await.unwrap();
 
@@ -330,15 +359,7 @@ async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
         || async { pods_follow_owners(&client).await.ok() },
     )
     .await;
-    for (id, host) in &hosts {
-        let (primaries, pods) = held(host, id);
-        println!(
-            "{id}: {primaries} PodReplicas and {pods} pods cached, RSS {} MiB",
-            host.rss_kib() / 1024
-        );
-        assert_eq!(primaries, four[*id], "{id}'s cache follows its labels");
-        assert_eq!(pods, primaries, "{id} caches only its own pods");
-    }
+    caches_follow_labels(&hosts, &four);
     let released: usize = hosts
         .values()
         .map(|h| h.log_text().matches("drained: let go").count())

@@ -73,13 +73,7 @@ mod tests {
     use crate::runtime::ObjectRef;
 
     fn pods() -> KindRef {
-        KindRef {
-            group: String::new(),
-            version: "v1".into(),
-            kind: "Pod".into(),
-            plural: "pods".into(),
-            namespaced: true,
-        }
+        KindRef::pod()
     }
 
     fn relation(selection: Selection, selector: Option<&str>) -> Relation {
