@@ -5,7 +5,8 @@
 //! about a quarter move to it, each drained and acknowledged by its old shard first. Through
 //! all of it a sampler lists the pods without pause (no PodReplica ever has two live pods)
 //! and a watch of the PodReplicas' shard labels sees no object move from one live shard to
-//! another without the old shard's acknowledgement.
+//! another without the old shard's acknowledgement. A second test turns sharding on over
+//! objects made without it.
 
 mod support;
 
@@ -138,12 +139,17 @@ async fn settled(
 /// Waits until the objects are spread over exactly `shards` (each holding some), none
 /// draining; returns the split.
 async fn rejoined(client: &Client, shards: &[&str]) -> BTreeMap<String, usize> {
+    spread(client, OBJECTS, shards).await
+}
+
+/// [`rejoined`] for `n` PodReplicas.
+async fn spread(client: &Client, n: usize, shards: &[&str]) -> BTreeMap<String, usize> {
     let joined = Instant::now();
     let what = format!("objects spread over {shards:?}");
     let s = eventually(Duration::from_secs(90), &what, || async {
         let a = assignments(client).await;
         let s = split(&a);
-        (a.len() == OBJECTS
+        (a.len() == n
             && a.values().all(|(_, d)| !d)
             && s.len() == shards.len()
             && shards.iter().all(|sh| s.contains_key(*sh)))
@@ -390,6 +396,93 @@ async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
     assert!(
         seen >= OBJECTS + gone + back["shard-c"] + to_d,
         "the watch saw {seen} assignments, fewer than were made"
+    );
+    for (_, mut h) in hosts {
+        h.terminate(Duration::from_secs(15));
+    }
+}
+
+/// Turning sharding on over objects made without it: their pods carry no shard labels, so a
+/// shard's label-selected cache would not see them and its first decision would double them.
+/// The leader labels them with their controller first, and each owner's shard takes them
+/// over before deciding: 300 PodReplicas of size 2 made by a host without sharding, then
+/// two sharded replicas; never more than 2 live pods for one PodReplica, every pod follows
+/// its owner's shard, and deleted pods are replaced.
+#[tokio::test(flavor = "multi_thread")]
+async fn turning_sharding_on_takes_over_what_was_made_without_it() {
+    const N: usize = 300;
+    let cluster = Cluster::start_with_node_pods("shards-on", 400);
+    let client = cluster.client().await;
+    let phase = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase.clone(), 2);
+    phase.set("one host without sharding");
+    let mut plain = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    wait_for_crd(&client, &podreplica_resource()).await;
+    let uids = apply_replicas(&client, N, 2).await;
+    all_converged_at(&client, &uids, 2, "300 PodReplicas x 2 without sharding").await;
+    assert!(
+        plain.terminate(Duration::from_secs(15)),
+        "the host stops on SIGTERM"
+    );
+
+    phase.set("two sharded replicas take over");
+    let hosts: BTreeMap<&str, Host> = ["shard-a", "shard-b"]
+        .into_iter()
+        .map(|id| (id, replica(&cluster, id)))
+        .collect();
+    let split = spread(&client, N, &["shard-a", "shard-b"]).await;
+    println!("sharding on: {split:?}");
+    eventually(
+        Duration::from_secs(60),
+        "the old pods follow their owners",
+        || async { pods_follow_owners(&client).await.ok() },
+    )
+    .await;
+    all_converged_at(&client, &uids, 2, "converged on two shards").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let all = pods
+        .list_metadata(&ListParams::default().labels(LABEL))
+        .await
+        .unwrap();
+    for p in all.items.iter().step_by(10) {
+        let _ = pods
+            .delete(
+                p.metadata.name.as_deref().unwrap(),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+    all_converged_at(&client, &uids, 2, "deleted pods replaced by the shards").await;
+    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+    for h in hosts.values() {
+        for line in h
+            .log_text()
+            .lines()
+            .filter(|l| l.contains("taken over from"))
+        {
+            let from = line.split("from=").nth(1).unwrap_or("").split(' ').next();
+            let owned = line.split("owned=").nth(1).unwrap_or("").trim();
+            *taken
+                .entry(format!("from {} owning {owned}", from.unwrap_or("?")))
+                .or_default() += 1;
+        }
+    }
+    println!("takeovers: {taken:?}");
+    // Every PodReplica taken over at least once (those drained to the second shard
+    // twice), and each takeover found its two pods.
+    let all: usize = taken.values().sum();
+    assert!(all >= N, "{all} takeovers for {N} PodReplicas: {taken:?}");
+    assert!(
+        taken.keys().all(|k| k.ends_with("owning 2")),
+        "a takeover found other than the 2 pods: {taken:?}"
+    );
+    let (rate, worst, over) = sampler.finish(&uids).await;
+    println!("sampler: {rate:.1} lists/s; the most live pods of any PodReplica: {worst}");
+    assert!(
+        over.is_empty(),
+        "{} PodReplicas had more than 2 live pods:\n{}",
+        over.len(),
+        over.join("\n")
     );
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));

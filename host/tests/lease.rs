@@ -576,7 +576,15 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     );
     let three = vec![name("a"), name("b"), name("c")];
     members_become(&client, &run, &mut members, &three, LEASE + SLACK).await?;
-    let first = pass(&client, &ar, Some("default"), Some(&selector), &three).await?;
+    let first = pass(
+        &client,
+        &ar,
+        Some("default"),
+        Some(&selector),
+        &three,
+        &Default::default(),
+    )
+    .await?;
     ensure!(first.objects == N && first.drained == 0, "{first:?}");
     let split = owners().await?;
     ensure!(
@@ -588,7 +596,15 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     let d = announce(&name("d"));
     let four = vec![name("a"), name("b"), name("c"), name("d")];
     members_become(&client, &run, &mut members, &four, LEASE + SLACK).await?;
-    let asked = pass(&client, &ar, Some("default"), Some(&selector), &four).await?;
+    let asked = pass(
+        &client,
+        &ar,
+        Some("default"),
+        Some(&selector),
+        &four,
+        &Default::default(),
+    )
+    .await?;
     ensure!(
         asked.assigned.is_empty(),
         "nothing moves before a drain is acknowledged: {asked:?}"
@@ -597,7 +613,15 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
         (170..=330).contains(&asked.drained),
         "about a quarter drained: {asked:?}"
     );
-    let again = pass(&client, &ar, Some("default"), Some(&selector), &four).await?;
+    let again = pass(
+        &client,
+        &ar,
+        Some("default"),
+        Some(&selector),
+        &four,
+        &Default::default(),
+    )
+    .await?;
     ensure!(
         again.drained == 0 && again.assigned.is_empty(),
         "a drain is asked once: {again:?}"
@@ -611,7 +635,15 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
         "{acked} acknowledged of {} drained",
         asked.drained
     );
-    let moved = pass(&client, &ar, Some("default"), Some(&selector), &four).await?;
+    let moved = pass(
+        &client,
+        &ar,
+        Some("default"),
+        Some(&selector),
+        &four,
+        &Default::default(),
+    )
+    .await?;
     ensure!(
         moved.assigned.get(&name("d")) == Some(&asked.drained) && moved.assigned.len() == 1,
         "every acknowledged object goes to d: {moved:?}"
@@ -633,7 +665,15 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     let without_c = vec![name("a"), name("b"), name("d")];
     let crashed_after =
         members_become(&client, &run, &mut members, &without_c, LEASE + SLACK).await?;
-    let rescued = pass(&client, &ar, Some("default"), Some(&selector), &without_c).await?;
+    let rescued = pass(
+        &client,
+        &ar,
+        Some("default"),
+        Some(&selector),
+        &without_c,
+        &Default::default(),
+    )
+    .await?;
     ensure!(
         rescued.drained == 0 && rescued.assigned.values().sum::<usize>() == c_objects,
         "c's {c_objects} objects move at once: {rescued:?}"

@@ -165,15 +165,15 @@ impl Manager {
             .collect()
     }
 
-    /// Name and primary kind of every running plugin, with the primaries its cache holds
-    /// (this shard's, when sharded).
-    pub async fn primaries(&self) -> Vec<(String, crate::runtime::KindRef, usize)> {
+    /// What every running plugin declares, with the primaries its cache holds (this
+    /// shard's, when sharded).
+    pub async fn primaries(&self) -> Vec<(PluginInfo, usize)> {
         let running = self.running.lock().await;
         running
-            .iter()
-            .map(|(name, r)| {
+            .values()
+            .map(|r| {
                 let held = r.slot.primaries().map_or(0, |s| s.len());
-                (name.clone(), r.slot.current().info.primary.clone(), held)
+                (r.slot.current().info.clone(), held)
             })
             .collect()
     }

@@ -1,12 +1,14 @@
 //! Sharding in `wasmop run`: the leader's sharder loop, and each replica following its own
 //! shard Lease (reconciling everything it holds on taking it, counting what it holds).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use super::members::{Membership, list};
+use super::migrate::label_unsharded;
 use super::sharder::pass;
 use crate::operator::kinds::api_resource;
 use crate::ops::health::ReadyFlag;
@@ -58,6 +60,8 @@ pub async fn run_sharder(
         tracing::info!(ring = %settings.ring, "leading: running the sharder");
         // Renewals are judged by this replica's clock from the moment it leads.
         let mut membership = Membership::default();
+        // Per plugin, once a term: objects made before sharding, labelled; their owners.
+        let mut migrated: HashMap<String, HashSet<String>> = HashMap::new();
         while *leading.borrow() && !*shutdown.borrow() {
             let live = match list(&client, &settings.namespace, &settings.ring).await {
                 Ok(leases) => membership.live(&leases, Instant::now()),
@@ -68,9 +72,28 @@ pub async fn run_sharder(
                 }
             };
             metrics.shard_ring_members.set(live.len() as i64);
-            for (plugin, kind, _) in manager.primaries().await {
-                let ar = api_resource(&kind);
-                match pass(&client, &ar, settings.watched.as_deref(), None, &live).await {
+            for (info, _) in manager.primaries().await {
+                let plugin = info.name.clone();
+                if !migrated.contains_key(&plugin) {
+                    match label_unsharded(&client, &info, settings.watched.as_deref()).await {
+                        Ok(owners) => {
+                            if !owners.is_empty() {
+                                tracing::info!(plugin = %plugin, owners = owners.len(),
+                                    "objects made before sharding labelled with their controller");
+                            }
+                            migrated.insert(plugin.clone(), owners);
+                        }
+                        Err(e) => {
+                            tracing::warn!(plugin = %plugin, error = %e,
+                                "cannot label the objects made before sharding; not assigning yet");
+                            continue;
+                        }
+                    }
+                }
+                let unsharded = &migrated[&plugin];
+                let ar = api_resource(&info.primary);
+                let ns = settings.watched.as_deref();
+                match pass(&client, &ar, ns, None, &live, unsharded).await {
                     Ok(p) => {
                         let assigned: usize = p.assigned.values().sum();
                         for (step, n) in [("assigned", assigned), ("drain", p.drained)] {
@@ -120,10 +143,10 @@ pub async fn follow_shard(
             }
             was = now;
         }
-        for (plugin, _, held) in manager.primaries().await {
+        for (info, held) in manager.primaries().await {
             metrics
                 .shard_objects
-                .get_or_create(&PluginOnlyLabels { plugin })
+                .get_or_create(&PluginOnlyLabels { plugin: info.name })
                 .set(held as i64);
         }
         let gone = tokio::select! {

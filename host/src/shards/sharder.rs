@@ -36,6 +36,12 @@ fn label<'a>(labels: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<
     labels.and_then(|l| l.get(key)).map(String::as_str)
 }
 
+fn handed_over(m: &kube::core::ObjectMeta) -> bool {
+    m.annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(HANDOVER_ANNOTATION))
+}
+
 /// The API of `ar`'s objects in `namespace` (all namespaces when `None`).
 pub fn api_of(
     client: &kube::Client,
@@ -49,13 +55,16 @@ pub fn api_of(
 }
 
 /// One pass over the objects of kind `ar` in `namespace` (all when `None`; restricted by
-/// `selector`, if any), given the ring's `live` members. Counts only the moves written.
+/// `selector`, if any), given the ring's `live` members. The first assignment of an object
+/// in `unsharded` (it controls objects made before sharding) carries the handover
+/// annotation too. Counts only the moves written.
 pub async fn pass(
     client: &kube::Client,
     ar: &ApiResource,
     namespace: Option<&str>,
     selector: Option<&str>,
     live: &[String],
+    unsharded: &std::collections::HashSet<String>,
 ) -> Result<Pass, kube::Error> {
     let api = api_of(client, ar, namespace);
     let ring = Ring::new(live, super::ring::DEFAULT_VNODES);
@@ -78,8 +87,16 @@ pub async fn pass(
         let patch = match &decided {
             Move::Stay => continue,
             Move::Assign(shard) => {
-                // A dead shard's object: its new shard takes over what it owns first.
-                let handover = owner.map(|o| json!({HANDOVER_ANNOTATION: o}));
+                // A dead shard's object (or one that controls objects made before
+                // sharding): its new shard takes over what it owns first.
+                let handover = match owner {
+                    Some(o) => Some(json!({HANDOVER_ANNOTATION: o})),
+                    // (An acknowledged drain's annotation, naming the old shard, stays.)
+                    None if unsharded.contains(uid) && !handed_over(m) => {
+                        Some(json!({HANDOVER_ANNOTATION: "unsharded"}))
+                    }
+                    None => None,
+                };
                 let mut p = json!({"metadata": {"resourceVersion": m.resource_version,
                     "labels": {SHARD_LABEL: shard, DRAIN_LABEL: null}}});
                 if let Some(a) = handover {
