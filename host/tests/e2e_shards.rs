@@ -160,6 +160,19 @@ async fn spread(client: &Client, n: usize, shards: &[&str]) -> BTreeMap<String, 
     s
 }
 
+/// Deletes every `nth` PodReplica pod (their owners must replace them).
+async fn delete_every(client: &Client, nth: usize) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let all = pods
+        .list_metadata(&ListParams::default().labels(LABEL))
+        .await
+        .unwrap();
+    for p in all.items.iter().step_by(nth) {
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        let _ = pods.delete(name, &DeleteParams::default()).await;
+    }
+}
+
 /// Every live PodReplica pod carries its owner's shard label (owned objects follow).
 async fn pods_follow_owners(client: &Client) -> Result<(), String> {
     let owners = assignments(client).await;
@@ -317,19 +330,7 @@ async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
         || async { pods_follow_owners(&client).await.ok() },
     )
     .await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let victims = pods
-        .list_metadata(&ListParams::default().labels(LABEL))
-        .await
-        .unwrap();
-    for p in victims.items.iter().step_by(30) {
-        let _ = pods
-            .delete(
-                p.metadata.name.as_deref().unwrap(),
-                &DeleteParams::default(),
-            )
-            .await;
-    }
+    delete_every(&client, 30).await;
     all_converged_at(
         &client,
         &uids,
@@ -439,19 +440,7 @@ async fn turning_sharding_on_takes_over_what_was_made_without_it() {
     )
     .await;
     all_converged_at(&client, &uids, 2, "converged on two shards").await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let all = pods
-        .list_metadata(&ListParams::default().labels(LABEL))
-        .await
-        .unwrap();
-    for p in all.items.iter().step_by(10) {
-        let _ = pods
-            .delete(
-                p.metadata.name.as_deref().unwrap(),
-                &DeleteParams::default(),
-            )
-            .await;
-    }
+    delete_every(&client, 10).await;
     all_converged_at(&client, &uids, 2, "deleted pods replaced by the shards").await;
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
     for h in hosts.values() {

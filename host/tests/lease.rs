@@ -468,6 +468,22 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
         cms.create(&PostParams::default(), &cm).await?;
     }
     let ar = ApiResource::erase::<ConfigMap>(&());
+    // One pass of the sharder over this test's objects, given the live members.
+    let sharder_pass = |live: &[String]| {
+        let (client, ar, selector) = (client.clone(), ar.clone(), selector.clone());
+        let live = live.to_vec();
+        async move {
+            pass(
+                &client,
+                &ar,
+                Some("default"),
+                Some(&selector),
+                &live,
+                &Default::default(),
+            )
+            .await
+        }
+    };
     // Every label change, per object, as the watch shows it; moves between two shards that
     // were both live are violations.
     let dead: Arc<Mutex<HashSet<String>>> = Arc::default();
@@ -576,15 +592,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     );
     let three = vec![name("a"), name("b"), name("c")];
     members_become(&client, &run, &mut members, &three, LEASE + SLACK).await?;
-    let first = pass(
-        &client,
-        &ar,
-        Some("default"),
-        Some(&selector),
-        &three,
-        &Default::default(),
-    )
-    .await?;
+    let first = sharder_pass(&three).await?;
     ensure!(first.objects == N && first.drained == 0, "{first:?}");
     let split = owners().await?;
     ensure!(
@@ -596,15 +604,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     let d = announce(&name("d"));
     let four = vec![name("a"), name("b"), name("c"), name("d")];
     members_become(&client, &run, &mut members, &four, LEASE + SLACK).await?;
-    let asked = pass(
-        &client,
-        &ar,
-        Some("default"),
-        Some(&selector),
-        &four,
-        &Default::default(),
-    )
-    .await?;
+    let asked = sharder_pass(&four).await?;
     ensure!(
         asked.assigned.is_empty(),
         "nothing moves before a drain is acknowledged: {asked:?}"
@@ -613,15 +613,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
         (170..=330).contains(&asked.drained),
         "about a quarter drained: {asked:?}"
     );
-    let again = pass(
-        &client,
-        &ar,
-        Some("default"),
-        Some(&selector),
-        &four,
-        &Default::default(),
-    )
-    .await?;
+    let again = sharder_pass(&four).await?;
     ensure!(
         again.drained == 0 && again.assigned.is_empty(),
         "a drain is asked once: {again:?}"
@@ -635,15 +627,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
         "{acked} acknowledged of {} drained",
         asked.drained
     );
-    let moved = pass(
-        &client,
-        &ar,
-        Some("default"),
-        Some(&selector),
-        &four,
-        &Default::default(),
-    )
-    .await?;
+    let moved = sharder_pass(&four).await?;
     ensure!(
         moved.assigned.get(&name("d")) == Some(&asked.drained) && moved.assigned.len() == 1,
         "every acknowledged object goes to d: {moved:?}"
@@ -665,15 +649,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     let without_c = vec![name("a"), name("b"), name("d")];
     let crashed_after =
         members_become(&client, &run, &mut members, &without_c, LEASE + SLACK).await?;
-    let rescued = pass(
-        &client,
-        &ar,
-        Some("default"),
-        Some(&selector),
-        &without_c,
-        &Default::default(),
-    )
-    .await?;
+    let rescued = sharder_pass(&without_c).await?;
     ensure!(
         rescued.drained == 0 && rescued.assigned.values().sum::<usize>() == c_objects,
         "c's {c_objects} objects move at once: {rescued:?}"
