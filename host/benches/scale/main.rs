@@ -11,7 +11,8 @@
 //! `--smoke` (in `make test`): 100 PodReplicas, asserts correctness only (all converge, no
 //! PodReplica ever over the size it was given), no timings, no JSON.
 //!
-//! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke]`.
+//! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only]`.
+//! `--converge-only`: the floor, the three phases and the memory at rest, nothing after.
 
 #[path = "../../tests/support/mod.rs"]
 #[allow(unused_imports)]
@@ -38,6 +39,8 @@ struct Args {
     samples: usize,
     replicas: Vec<usize>,
     smoke: bool,
+    /// Only the floor, the three phases and the memory at rest: for measuring one lever.
+    converge_only: bool,
 }
 
 fn numbers(flag: &str, v: Option<String>) -> Vec<usize> {
@@ -57,6 +60,7 @@ fn args() -> Args {
         samples: 200,
         replicas: vec![1, 2, 3],
         smoke: false,
+        converge_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -70,10 +74,11 @@ fn args() -> Args {
                     .expect("--samples needs a number");
             }
             "--smoke" => a.smoke = true,
+            "--converge-only" => a.converge_only = true,
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke]"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only]\n  --converge-only: the floor, the three phases and memory at rest only (no latency, swap, shadow or scale row)"
                 );
                 std::process::exit(0);
             }
@@ -83,6 +88,9 @@ fn args() -> Args {
     if a.smoke {
         a.objects = vec![100];
         a.samples = 10;
+        a.replicas = Vec::new();
+    }
+    if a.converge_only {
         a.replicas = Vec::new();
     }
     a
@@ -97,7 +105,7 @@ fn in_flight() -> usize {
         .unwrap_or(8)
 }
 
-async fn row(n: usize, samples: usize, smoke: bool) -> Row {
+async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row {
     let node_pods = (n * 5 / 3 + 200) as u32;
     let cluster = Cluster::start_with_node_pods(&format!("scale-{n}"), node_pods);
     let client = cluster.client().await;
@@ -138,8 +146,12 @@ async fn row(n: usize, samples: usize, smoke: bool) -> Row {
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (rest_mib, _) = cost::memory_mib(&host);
-    let lat = latency::replacement_ms(&client, &tracker, &names, 2, samples).await;
-    let (swap, shadow) = if smoke {
+    let lat = if converge_only {
+        Vec::new()
+    } else {
+        latency::replacement_ms(&client, &tracker, &names, 2, samples).await
+    };
+    let (swap, shadow) = if smoke || converge_only {
         Default::default()
     } else {
         let swap = swap::swap(&cluster, &host, &client, n).await;
@@ -163,7 +175,7 @@ async fn main() {
     let a = args();
     let mut rows = Vec::new();
     for &n in &a.objects {
-        rows.push(row(n, a.samples, a.smoke).await);
+        rows.push(row(n, a.samples, a.smoke, a.converge_only).await);
     }
     if let (Some(last), Some(&n)) = (rows.last_mut(), a.objects.iter().max()) {
         for &k in &a.replicas {

@@ -67,6 +67,13 @@ pub fn print(rows: &[Row]) {
             );
         }
     }
+    if rows.iter().all(|r| r.latency_ms.is_empty()) {
+        // `--converge-only`: nothing measured after memory at rest.
+        for r in rows {
+            println!("\n{} objects: RSS at rest {:.0} MiB", r.objects, r.rest_mib);
+        }
+        return;
+    }
     println!();
     println!(
         "| objects | RSS at rest MiB | delete → replacement p50 / p99 ms | push → verdict s | verdict → all on v2 s (p99 per object) | a pass writing nothing s | × that pass |"

@@ -82,6 +82,12 @@ pub struct RunArgs {
     /// runs (trailing-edge debounce; 0 runs at once).
     #[arg(long, env = "WASMOP_DEBOUNCE_MS", default_value_t = 0)]
     pub debounce_ms: u64,
+    /// Milliseconds between two status writes of one object by a plan that writes nothing
+    /// else: a status-only decision sooner than that is made again when the interval ends,
+    /// and written then (0 writes every one). Plans that create, apply or delete are never
+    /// held back.
+    #[arg(long, env = "WASMOP_STATUS_INTERVAL_MS", default_value_t = 1000)]
+    pub status_interval_ms: u64,
     /// Largest number of actions in one plan.
     #[arg(long, env = "WASMOP_MAX_ACTIONS", default_value_t = 500)]
     pub max_actions: usize,

@@ -173,6 +173,8 @@ pub struct Context {
     /// This replica's shard when sharding is on: its primaries and owned objects are the
     /// ones labelled for it ([`crate::shards::scope`]).
     pub shard: Option<String>,
+    /// Holds back status-only writes that come too soon after the last one.
+    pub status_pacer: super::pacer::StatusPacer,
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ pub struct ControllerDeps {
     pub concurrency: u16,
     /// Trailing-edge debounce of reconcile requests per object.
     pub debounce: Duration,
+    /// Least time between two status-only writes of one object ([`super::pacer`]).
+    pub status_interval: Duration,
     /// Open while this replica leads (always, without leader election).
     pub fence: Arc<crate::ops::fence::Fence>,
     /// One watch and cache per related kind, shared by the plugins.
@@ -202,6 +204,7 @@ pub async fn run_controller(
         fence: deps.fence.clone(),
         cases: deps.cases.clone(),
         shard: deps.shard.clone(),
+        status_pacer: super::pacer::StatusPacer::new(deps.status_interval),
     });
 
     let readiness = {

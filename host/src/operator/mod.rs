@@ -26,6 +26,7 @@ pub mod kinds;
 pub mod leading;
 pub mod observed;
 pub mod owners;
+pub mod pacer;
 pub mod packed;
 pub mod plugins;
 pub mod reconcile;
@@ -296,6 +297,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         concurrency: args.concurrency,
         debounce: Duration::from_millis(args.debounce_ms),
+        status_interval: Duration::from_millis(args.status_interval_ms),
         fence: work_fence.clone(),
         caches: caches::SharedCaches::new(
             work_client.clone(),

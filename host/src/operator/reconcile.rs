@@ -230,6 +230,11 @@ async fn reconcile_with(
             .collect();
         crate::shards::scope::label_steps(&mut steps, shard, &pref.uid, &owned);
     }
+    if entry == Entry::Reconcile
+        && let Some(wait) = status_held(ctx, obj, &pref, &steps, &plan)
+    {
+        return Ok(Action::requeue(wait));
+    }
     let verdict = match execute_plan(ctx, plugin, obj, &pref, &steps, &plan).await {
         Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
             Err(Violation::new("api-server", s.message))
@@ -301,11 +306,32 @@ async fn execute_plan(
         let stored =
             execute::write_status(&ctx.writer, &info.name, &info.primary, pref, status).await?;
         seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
+        ctx.status_pacer.wrote(&pref.uid);
     }
     for ev in &plan.events {
         publish(ctx, obj, ev.event_type, &ev.reason, ev.message.clone()).await;
     }
     Ok(())
+}
+
+/// How long to hold back a plan that would write only the status, this soon after the
+/// object's last status write ([`super::pacer`]); `None`: carry it out now.
+fn status_held(
+    ctx: &Context,
+    obj: &DynamicObject,
+    pref: &PrimaryRef,
+    steps: &[Step],
+    plan: &Plan,
+) -> Option<Duration> {
+    let status_only = steps.is_empty()
+        && plan.events.is_empty()
+        && plan.status.as_ref().is_some_and(|s| !same_status(obj, s));
+    if !status_only {
+        return None;
+    }
+    let wait = ctx.status_pacer.hold(&pref.uid)?;
+    tracing::debug!(?wait, "status-only plan held back");
+    Some(wait)
 }
 
 /// Whether the primary as cached already has exactly `status`.
