@@ -28,6 +28,9 @@ pub struct Pass {
     pub assigned: BTreeMap<String, usize>,
     /// Objects whose live shard was asked to let go.
     pub drained: usize,
+    /// Objects taken, without a drain, from a shard no longer live (its Lease was not seen
+    /// renewed in time), by that shard (written).
+    pub taken: BTreeMap<String, usize>,
     /// Writes that lost a race with another writer (retried by the next pass).
     pub conflicts: usize,
 }
@@ -109,11 +112,14 @@ pub async fn pass(
                     "labels": {DRAIN_LABEL: "true"}}})
             }
         };
+        let from = matches!(decided, Move::Assign(_))
+            .then(|| owner.map(str::to_string))
+            .flatten();
         patches.push((
             api_of(client, ar, m.namespace.as_deref()),
             name,
             patch,
-            decided,
+            (decided, from),
         ));
     }
     let mut sent = futures::stream::iter(patches)
@@ -126,12 +132,21 @@ pub async fn pass(
     let mut failed = None;
     while let Some(result) = sent.next().await {
         match result {
-            Ok(Move::Assign(shard)) => *out.assigned.entry(shard).or_default() += 1,
-            Ok(Move::Drain) => out.drained += 1,
-            Ok(Move::Stay) => {}
+            Ok((Move::Assign(shard), from)) => {
+                *out.assigned.entry(shard).or_default() += 1;
+                if let Some(from) = from {
+                    *out.taken.entry(from).or_default() += 1;
+                }
+            }
+            Ok((Move::Drain, _)) => out.drained += 1,
+            Ok((Move::Stay, _)) => {}
             Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => out.conflicts += 1,
             Err(e) => failed = Some(e),
         }
+    }
+    // Logged also when the pass stopped early: these moves were written.
+    for (shard, n) in &out.taken {
+        tracing::warn!(%shard, taken = n, "took objects of a shard whose Lease was not seen renewed");
     }
     match failed {
         Some(e) => Err(e),
