@@ -629,7 +629,9 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     );
     let moved = sharder_pass(&four).await?;
     ensure!(
-        moved.assigned.get(&name("d")) == Some(&asked.drained) && moved.assigned.len() == 1,
+        moved.assigned.get(&name("d")) == Some(&asked.drained)
+            && moved.assigned.len() == 1
+            && moved.taken.is_empty(),
         "every acknowledged object goes to d: {moved:?}"
     );
     ensure!(
@@ -653,6 +655,10 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     ensure!(
         rescued.drained == 0 && rescued.assigned.values().sum::<usize>() == c_objects,
         "c's {c_objects} objects move at once: {rescued:?}"
+    );
+    ensure!(
+        rescued.taken == std::collections::BTreeMap::from([(name("c"), c_objects)]),
+        "the pass counts them as taken from c without a drain: {rescued:?}"
     );
     ensure!(
         handed_over().await? == asked.drained + c_objects,
