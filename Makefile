@@ -100,7 +100,7 @@ test-unit: host plugins
 
 ## e2e: the host against a local control plane (one cluster per test, one test at a time)
 e2e: host plugins cluster
-	cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test 'e2e_*' -- --test-threads=1 --nocapture
+	cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e -- --test-threads=1 --nocapture
 	scripts/with-cluster cargo test $(HOST_BUILD) $(HOST_PKGS) --test lease -- --test-threads=1
 
 ## test-guests-wasm: the same guest unit tests compiled to wasm32-wasip2, run under wasmtime

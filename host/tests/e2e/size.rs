@@ -8,20 +8,18 @@
 //! PodReplica ever has more live pods than its size, every one converges, no finalizer is
 //! left, and the WasmPlugin's status names the version that runs.
 
-mod support;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::support::fleet::*;
+use crate::support::storm::Storm;
+use crate::support::uploads::{push, wasmplugin_resource};
+use crate::support::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::json;
-use support::fleet::*;
-use support::storm::Storm;
-use support::uploads::{push, wasmplugin_resource};
-use support::*;
 
 const UNRELATED: usize = 3000;
 const REPLICAS: usize = 300;

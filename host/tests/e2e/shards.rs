@@ -8,19 +8,17 @@
 //! another without the old shard's acknowledgement. A second test turns sharding on over
 //! objects made without it.
 
-mod support;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::fleet::*;
+use crate::support::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use support::fleet::*;
-use support::*;
 
 const OBJECTS: usize = 3000;
 /// Long enough that no renewal comes late on a busy two-core machine (3 s made the leases

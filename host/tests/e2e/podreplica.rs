@@ -1,13 +1,11 @@
 //! End to end, against the local control plane: the article's PodReplica scenario.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject};
 use serde_json::json;
-use support::*;
 
 fn podreplica(name: &str, size: i64) -> serde_json::Value {
     json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",

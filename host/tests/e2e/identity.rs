@@ -3,14 +3,12 @@
 //! rule decides between an upload and a file of the plugins directory, both ways: the upload
 //! wins while it exists, and the file runs again once the WasmPlugin is deleted.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::uploads::*;
+use crate::support::*;
 use kube::api::{Api, DeleteParams, DynamicObject};
 use serde_json::json;
-use support::uploads::*;
-use support::*;
 
 /// Waits until the host's log says `text` (`count` times at least).
 async fn logged(host: &Host, text: &str, count: usize) {

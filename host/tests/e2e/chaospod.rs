@@ -1,15 +1,13 @@
 //! End to end: ChaosPod deletes only prefix-matching pods, at its interval, within the
 //! host's delete budget, never the host's own pod; a dry run deletes nothing.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use support::*;
 
 async fn make_pod(pods: &Api<Pod>, name: &str) {
     let pod: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",

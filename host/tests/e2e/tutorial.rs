@@ -4,16 +4,14 @@
 //! The crate it writes builds in its own `target/` as a reader's would (its dependencies are
 //! compiled there each run). A watch times the first pod from the start of the script.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::scaffold::text_of;
+use crate::support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use support::scaffold::text_of;
-use support::*;
 
 /// The `sh` blocks of a Markdown text, in order.
 fn sh_blocks(markdown: &str) -> Vec<String> {

@@ -5,16 +5,14 @@
 //! splits them by UID, each consistently on one side; a shadow of the active code itself
 //! agrees and is promoted by the host.
 
-mod support;
-
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+use crate::support::uploads::*;
+use crate::support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::uploads::*;
-use support::*;
 use wasmop::rollout::canary::in_canary;
 
 const V2_LABEL: &str = "app.example.com/plugin-version=v2";

@@ -4,15 +4,13 @@
 //! `wasmop test`, and under `wasmop run` on the local control plane its sample object
 //! reaches its desired state (a ConfigMap it owns holds the message; Ready=True).
 
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::scaffold::*;
+use crate::support::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject};
-use support::scaffold::*;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {

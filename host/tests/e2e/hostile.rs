@@ -1,12 +1,10 @@
 //! End to end: a hostile plugin (endless loop, memory bomb) next to PodReplica does not
 //! keep PodReplica from converging.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use serde_json::json;
-use support::*;
 
 /// Whether an Event with `reason` was recorded.
 async fn has_event(events: &kube::Api<k8s_openapi::api::events::v1::Event>, reason: &str) -> bool {

@@ -2,18 +2,16 @@
 //! broken uploads are refused with their reason while v2 keeps working; a restarted host
 //! runs the uploaded version, not the older file in its plugins directory.
 
-mod support;
-
 use std::collections::HashMap;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::uploads::*;
+use crate::support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject};
 use serde_json::json;
-use support::uploads::*;
-use support::*;
 
 const N: usize = 50;
 

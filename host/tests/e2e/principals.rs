@@ -18,17 +18,15 @@
 //!    ConfigMap is then refused by the guard's `adoption` rule (RBAC cannot say "only what
 //!    you control").
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::uploads::*;
+use crate::support::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
-use support::uploads::*;
-use support::*;
 
 const TENANT: &str = "tenant";
 const VICTIM: &str = "victim";

@@ -1,14 +1,12 @@
 //! End to end: the host recovers when the API server restarts mid-run, and a host killed
 //! with SIGKILL mid-run and started again converges with no more pods than desired.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::*;
 use serde_json::json;
-use support::*;
 
 fn podreplica(name: &str, size: i64) -> serde_json::Value {
     json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",

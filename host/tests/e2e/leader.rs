@@ -2,12 +2,10 @@
 //! caches; kill it and the other takes over within the lease duration. A leader whose lease
 //! is taken writes nothing more and leads again once that lease expires.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::json;
-use support::*;
 
 fn podreplica(size: i64) -> serde_json::Value {
     json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",

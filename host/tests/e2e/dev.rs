@@ -4,18 +4,16 @@
 //! label; a syntax error is reported with the compiler's message while the last good version
 //! keeps running; SIGTERM stops the host and the local control plane (`--local`) it started.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::scaffold::*;
+use crate::support::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::Api;
 use serde_json::json;
-use support::scaffold::*;
-use support::*;
 
 /// A `wasmop dev` child, its output in a log file; stopped (SIGTERM) when dropped.
 struct Dev {

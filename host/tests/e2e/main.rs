@@ -1,0 +1,24 @@
+//! End-to-end tests: the host against a local control plane, one control plane per test, one
+//! test at a time (`--test-threads=1`; `make e2e`). Every suite is a module of this one test
+//! binary: linking the static host into one binary per suite took minutes of every run.
+//!
+//! One suite: `cargo test --locked --release --target x86_64-unknown-linux-musl -p wasmop
+//! --test e2e -- shards:: --test-threads=1 --nocapture` (the module name filters).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod chaospod;
+mod dev;
+mod hostile;
+mod hotswap;
+mod identity;
+mod leader;
+mod podreplica;
+mod principals;
+mod restart;
+mod rollout;
+mod scaffold;
+mod shards;
+mod size;
+mod tutorial;
