@@ -185,7 +185,7 @@ mod tests {
         );
         assert_eq!(parse_rfc3339("yesterday"), None);
         assert_eq!(
-            serde_json::to_value(&time_from_ms(0)).unwrap(),
+            serde_json::to_value(time_from_ms(0)).unwrap(),
             json!("1970-01-01T00:00:00Z")
         );
     }

@@ -1,5 +1,6 @@
 //! Event to action: delete one pod of a converged PodReplica and time until the watch shows
-//! its replacement; samples spread over the PodReplicas, one at a time.
+//! its replacement; samples spread over the PodReplicas, one at a time. When the host sent
+//! the replacement's create comes from the API server's audit log ([`crate::audit`]).
 
 use std::time::{Duration, Instant};
 
@@ -9,16 +10,26 @@ use kube::api::{Api, DeleteParams};
 
 use crate::tracker::Tracker;
 
-/// `samples` delete → replacement times in milliseconds (sorted).
+/// The samples of one run.
+#[derive(Debug, Default)]
+pub struct Samples {
+    /// Delete sent → replacement seen by the benchmark's watch, ms, sorted.
+    pub replacement_ms: Vec<f64>,
+    /// The deleted pods, in the order they were deleted.
+    pub victims: Vec<String>,
+}
+
+/// `samples` delete → replacement times.
 pub async fn replacement_ms(
     client: &Client,
     tracker: &Tracker,
     names: &[String],
     size: usize,
     samples: usize,
-) -> Vec<f64> {
+) -> Samples {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut out = Vec::with_capacity(samples);
+    let mut victims = Vec::with_capacity(samples);
     for k in 0..samples {
         let owner = &names[k * names.len() / samples.max(1) % names.len()];
         settle(tracker, owner, size).await;
@@ -40,9 +51,13 @@ pub async fn replacement_ms(
         .await
         .unwrap_or_else(|_| panic!("no replacement for {owner} within 30 s"));
         out.push(took.as_secs_f64() * 1000.0);
+        victims.push(victim);
     }
     out.sort_by(f64::total_cmp);
-    out
+    Samples {
+        replacement_ms: out,
+        victims,
+    }
 }
 
 /// Waits until `owner` has `size` live Running pods again.

@@ -2,14 +2,16 @@
 //! against the floor of the same work done by a bare client. For each size (rows 100, 300
 //! and 1,000 PodReplicas by default) on a fresh control plane: the floor, convergence of
 //! every PodReplica at size 3, rescaled to 5 and to 2 (seconds, ratio to the floor, host CPU,
-//! API requests by verb, peak memory), memory at rest, delete → replacement latency, and a
+//! API requests by verb, peak memory), memory at rest, delete → create sent (event → action,
+//! from the API server's audit log) and delete → replacement seen, and a
 //! hot swap to v2 under load, and the cost of a shadow candidate (the same rescale without and
 //! with one). For the largest size, the scale row: the same objects converged by 1, 2 and 3
 //! sharded replicas (`--replicas`), with each replica's share and memory. Prints a table and
 //! writes JSON under `~/.cache/wasmop/bench/`.
 //!
 //! `--smoke` (in `make test`): 100 PodReplicas, asserts correctness only (all converge, no
-//! PodReplica ever over the size it was given), no timings, no JSON.
+//! PodReplica ever over the size it was given, each of 10 deleted pods replaced by one host
+//! create that the audit log shows after its delete), no timings, no JSON.
 //!
 //! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only]`.
 //! `--converge-only`: the floor, the three phases and the memory at rest, nothing after.
@@ -18,6 +20,7 @@
 #[allow(unused_imports)]
 mod support;
 
+mod audit;
 mod converge;
 mod cost;
 mod floor;
@@ -147,10 +150,16 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (rest_mib, _) = cost::memory_mib(&host);
     let lat = if converge_only {
-        Vec::new()
+        Default::default()
     } else {
         latency::replacement_ms(&client, &tracker, &names, 2, samples).await
     };
+    let action_ms = audit::delete_to_create_ms(&cluster.state, &lat.victims).await;
+    assert_eq!(
+        action_ms.len(),
+        lat.victims.len(),
+        "one create per delete in the audit log"
+    );
     let (swap, shadow) = if smoke || converge_only {
         Default::default()
     } else {
@@ -163,7 +172,8 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
         floor_s,
         phases,
         rest_mib,
-        latency_ms: lat,
+        latency_ms: lat.replacement_ms,
+        action_ms,
         swap,
         shadow,
         sharded: Vec::new(),
@@ -185,7 +195,7 @@ async fn main() {
     report::print(&rows);
     if a.smoke {
         println!(
-            "bench-scale smoke: every PodReplica converged at 3, 5 and 2; none ever over its size"
+            "bench-scale smoke: every PodReplica converged at 3, 5 and 2; none ever over its size; every deleted pod replaced, each create in the audit log"
         );
     } else {
         report::write_json(&rows);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::scaffold::text_of;
+use crate::support::scaffold::{text_of, without_our_build_env};
 use crate::support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
@@ -87,7 +87,8 @@ async fn every_command_of_the_tutorial_runs() {
     let dir = scratch.0.clone();
     let kubeconfig = cluster.kubeconfig.clone();
     let out = tokio::task::spawn_blocking(move || {
-        Command::new("bash")
+        let mut bash = Command::new("bash");
+        without_our_build_env(&mut bash)
             .arg("-c")
             .arg(&script)
             .current_dir(&dir)
@@ -95,8 +96,6 @@ async fn every_command_of_the_tutorial_runs() {
             .env("KUBECONFIG", kubeconfig)
             .env("CARGO_TERM_COLOR", "never")
             .env_remove("CARGO_TARGET_DIR")
-            .env_remove("CARGO_BUILD_TARGET")
-            .env_remove("RUSTFLAGS")
             .output()
             .unwrap()
     })

@@ -38,11 +38,27 @@ pub fn run_ok(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
+/// What this workspace's build sets in the environment (the Makefile's target, flags and
+/// clippy-driver as the workspace wrapper) and an author's build does not have.
+pub const OUR_BUILD_ENV: [&str; 4] = [
+    "CARGO_BUILD_TARGET",
+    "RUSTFLAGS",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CLIPPY_ARGS",
+];
+
+/// Removes [`OUR_BUILD_ENV`] from `cmd`.
+pub fn without_our_build_env(cmd: &mut Command) -> &mut Command {
+    for var in OUR_BUILD_ENV {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 /// Sets up `cmd` to build in the scaffolded crates' target directory, and nothing of this
 /// workspace's build leaks in.
 pub fn author_env(cmd: &mut Command) -> &mut Command {
-    cmd.env_remove("CARGO_BUILD_TARGET")
-        .env_remove("RUSTFLAGS")
+    without_our_build_env(cmd)
         .env("CARGO_TARGET_DIR", scaffold_target())
         .env("CARGO_TERM_COLOR", "never")
 }

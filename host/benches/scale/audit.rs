@@ -1,0 +1,103 @@
+//! Event → action from the API server's own audit log (`logs/audit.log` of the local control
+//! plane, every write at Metadata level): when the benchmark's delete of a pod reached the
+//! API server, and when the host's create of its replacement did. Both timestamps are the
+//! API server's (`requestReceivedTimestamp`, microseconds), so the difference is the host's
+//! reaction as the cluster sees it: the delete's own processing, the watch event reaching the
+//! host, the decision and the create going out, and nothing of the create's processing or of
+//! the benchmark's watch.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use serde_json::Value;
+
+/// One write on a pod in namespace `default` (not on a subresource).
+#[derive(Debug, Clone)]
+struct PodWrite {
+    verb: String,
+    /// Empty for a create with `generateName` (the audit log does not name it).
+    name: String,
+    at: Timestamp,
+}
+
+/// Every write on a pod of namespace `default`, oldest first, from the audit log and its
+/// rotated backups in `state/logs`.
+fn pod_writes(state: &Path) -> Vec<PodWrite> {
+    let dir = state.join("logs");
+    let mut out = Vec::new();
+    let files = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for file in files.iter().filter(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("audit") && n.ends_with(".log"))
+    }) {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains(r#""resource":"pods""#)) {
+            let Ok(e) = serde_json::from_str::<Value>(line) else {
+                continue; // the line being written
+            };
+            let obj = &e["objectRef"];
+            if obj["namespace"] != "default" || obj.get("subresource").is_some() {
+                continue;
+            }
+            let at = e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse().ok());
+            if let (Some(verb), Some(at)) = (e["verb"].as_str(), at) {
+                out.push(PodWrite {
+                    verb: verb.to_string(),
+                    name: obj["name"].as_str().unwrap_or_default().to_string(),
+                    at,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|w| w.at);
+    out
+}
+
+/// For each deleted pod in `victims` (deleted one after another, each only once the previous
+/// replacement was there): milliseconds from its delete reaching the API server to the next
+/// pod create reaching it (nothing else creates pods in `default` while the samples run).
+/// Waits up to a minute for the audit log to hold the last replacement (it is written in
+/// batches); panics if a sample cannot be found, so no sample is silently dropped.
+pub async fn delete_to_create_ms(state: &Path, victims: &[String]) -> Vec<f64> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let writes = pod_writes(state);
+        match match_samples(&writes, victims) {
+            Ok(mut ms) => {
+                ms.sort_by(f64::total_cmp);
+                return ms;
+            }
+            Err(missing) if Instant::now() > deadline => {
+                panic!("the audit log has no {missing} after a minute")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+fn match_samples(writes: &[PodWrite], victims: &[String]) -> Result<Vec<f64>, String> {
+    let mut out = Vec::with_capacity(victims.len());
+    let mut from = 0;
+    for victim in victims {
+        let del = writes[from..]
+            .iter()
+            .position(|w| w.verb == "delete" && &w.name == victim)
+            .map(|i| from + i)
+            .ok_or_else(|| format!("delete of {victim}"))?;
+        let create = writes[del..]
+            .iter()
+            .position(|w| w.verb == "create")
+            .map(|i| del + i)
+            .ok_or_else(|| format!("create after the delete of {victim}"))?;
+        let took = writes[create].at.duration_since(writes[del].at);
+        out.push(took.as_secs_f64() * 1000.0);
+        from = create;
+    }
+    Ok(out)
+}
