@@ -19,6 +19,8 @@ struct PodWrite {
     /// Empty for a create with `generateName` (the audit log does not name it).
     name: String,
     at: Timestamp,
+    /// When the API server had answered it (`stageTimestamp`).
+    done: Timestamp,
 }
 
 /// Every write on a pod of namespace `default`, oldest first, from the audit log and its
@@ -43,14 +45,14 @@ fn pod_writes(state: &Path) -> Vec<PodWrite> {
             if obj["namespace"] != "default" || obj.get("subresource").is_some() {
                 continue;
             }
-            let at = e["requestReceivedTimestamp"]
-                .as_str()
-                .and_then(|t| t.parse().ok());
-            if let (Some(verb), Some(at)) = (e["verb"].as_str(), at) {
+            let time = |key: &str| e[key].as_str().and_then(|t| t.parse().ok());
+            let (at, done) = (time("requestReceivedTimestamp"), time("stageTimestamp"));
+            if let (Some(verb), Some(at), Some(done)) = (e["verb"].as_str(), at, done) {
                 out.push(PodWrite {
                     verb: verb.to_string(),
                     name: obj["name"].as_str().unwrap_or_default().to_string(),
                     at,
+                    done,
                 });
             }
         }
@@ -59,19 +61,34 @@ fn pod_writes(state: &Path) -> Vec<PodWrite> {
     out
 }
 
+/// Event → action samples, each sorted.
+#[derive(Debug, Default)]
+pub struct EventToAction {
+    /// Delete received → the replacement's create received, ms.
+    pub total_ms: Vec<f64>,
+    /// Of that, the API server's own time on the delete (received → answered), ms.
+    pub delete_ms: Vec<f64>,
+}
+
 /// For each deleted pod in `victims` (deleted one after another, each only once the previous
 /// replacement was there): milliseconds from its delete reaching the API server to the next
 /// pod create reaching it (nothing else creates pods in `default` while the samples run).
 /// Waits up to a minute for the audit log to hold the last replacement (it is written in
 /// batches); panics if a sample cannot be found, so no sample is silently dropped.
-pub async fn delete_to_create_ms(state: &Path, victims: &[String]) -> Vec<f64> {
+pub async fn delete_to_create_ms(state: &Path, victims: &[String]) -> EventToAction {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let writes = pod_writes(state);
         match match_samples(&writes, victims) {
-            Ok(mut ms) => {
-                ms.sort_by(f64::total_cmp);
-                return ms;
+            Ok(samples) => {
+                let (mut total_ms, mut delete_ms): (Vec<f64>, Vec<f64>) =
+                    samples.into_iter().unzip();
+                total_ms.sort_by(f64::total_cmp);
+                delete_ms.sort_by(f64::total_cmp);
+                return EventToAction {
+                    total_ms,
+                    delete_ms,
+                };
             }
             Err(missing) if Instant::now() > deadline => {
                 panic!("the audit log has no {missing} after a minute")
@@ -81,7 +98,12 @@ pub async fn delete_to_create_ms(state: &Path, victims: &[String]) -> Vec<f64> {
     }
 }
 
-fn match_samples(writes: &[PodWrite], victims: &[String]) -> Result<Vec<f64>, String> {
+fn ms(from: Timestamp, to: Timestamp) -> f64 {
+    to.duration_since(from).as_secs_f64() * 1000.0
+}
+
+/// (delete → create, delete received → answered) per victim, in ms.
+fn match_samples(writes: &[PodWrite], victims: &[String]) -> Result<Vec<(f64, f64)>, String> {
     let mut out = Vec::with_capacity(victims.len());
     let mut from = 0;
     for victim in victims {
@@ -95,8 +117,8 @@ fn match_samples(writes: &[PodWrite], victims: &[String]) -> Result<Vec<f64>, St
             .position(|w| w.verb == "create")
             .map(|i| del + i)
             .ok_or_else(|| format!("create after the delete of {victim}"))?;
-        let took = writes[create].at.duration_since(writes[del].at);
-        out.push(took.as_secs_f64() * 1000.0);
+        let (d, c) = (&writes[del], &writes[create]);
+        out.push((ms(d.at, c.at), ms(d.at, d.done)));
         from = create;
     }
     Ok(out)

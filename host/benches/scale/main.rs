@@ -152,11 +152,14 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     let lat = if converge_only {
         Default::default()
     } else {
+        // At rest: the scale-down's pods have all gone (their final deletes would otherwise
+        // run beside the samples).
+        swap::quiet(&client).await;
         latency::replacement_ms(&client, &tracker, &names, 2, samples).await
     };
-    let action_ms = audit::delete_to_create_ms(&cluster.state, &lat.victims).await;
+    let action = audit::delete_to_create_ms(&cluster.state, &lat.victims).await;
     assert_eq!(
-        action_ms.len(),
+        action.total_ms.len(),
         lat.victims.len(),
         "one create per delete in the audit log"
     );
@@ -173,7 +176,7 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
         phases,
         rest_mib,
         latency_ms: lat.replacement_ms,
-        action_ms,
+        action,
         swap,
         shadow,
         sharded: Vec::new(),

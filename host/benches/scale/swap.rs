@@ -34,7 +34,7 @@ pub async fn quiet(client: &Client) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     println!(
-        "swap: no pod terminating after {:.1} s",
+        "no pod terminating after {:.1} s",
         started.elapsed().as_secs_f64()
     );
 }
