@@ -68,6 +68,9 @@ pub struct EventToAction {
     pub total_ms: Vec<f64>,
     /// Of that, the API server's own time on the delete (received → answered), ms.
     pub delete_ms: Vec<f64>,
+    /// The rest: delete answered → the create received, ms (the watch event reaching the
+    /// host, its decision, the create going out; the watch may deliver before the answer).
+    pub after_delete_ms: Vec<f64>,
 }
 
 /// For each deleted pod in `victims` (deleted one after another, each only once the previous
@@ -81,13 +84,15 @@ pub async fn delete_to_create_ms(state: &Path, victims: &[String]) -> EventToAct
         let writes = pod_writes(state);
         match match_samples(&writes, victims) {
             Ok(samples) => {
-                let (mut total_ms, mut delete_ms): (Vec<f64>, Vec<f64>) =
-                    samples.into_iter().unzip();
-                total_ms.sort_by(f64::total_cmp);
-                delete_ms.sort_by(f64::total_cmp);
+                let sorted = |f: fn(&(f64, f64)) -> f64| {
+                    let mut v: Vec<f64> = samples.iter().map(f).collect();
+                    v.sort_by(f64::total_cmp);
+                    v
+                };
                 return EventToAction {
-                    total_ms,
-                    delete_ms,
+                    total_ms: sorted(|s| s.0),
+                    delete_ms: sorted(|s| s.1),
+                    after_delete_ms: sorted(|s| s.0 - s.1),
                 };
             }
             Err(missing) if Instant::now() > deadline => {
