@@ -87,20 +87,13 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_broken.wasm
 	touch $@
 
-## cluster: build the local control plane (once per machine; cached under ~/.cache/wasmop);
-## when scripts/cluster-build-behind started it (make test), wait for it and print its log
+## cluster: build the local control plane (once per machine; cached under ~/.cache/wasmop)
 cluster:
 	tests/cluster/build >/dev/null
-	@if [ -s $(WASMOP_CACHE)/cluster-build.log ]; then \
-	  echo "the background build's log ($(WASMOP_CACHE)/cluster-build.log):"; \
-	  cat $(WASMOP_CACHE)/cluster-build.log; rm -f $(WASMOP_CACHE)/cluster-build.log; fi
 
 ## test: the whole suite, one suite after another (a failed suite does not stop the
-## others), then a summary: each suite's wall time and result, and the total. The local
-## control plane's Go build starts first, in the background (scripts/cluster-build-behind):
-## it overlaps the Rust build, and the `cluster` suite waits for it.
+## others), then a summary: each suite's wall time and result, and the total
 test:
-	scripts/cluster-build-behind >/dev/null
 	scripts/test-suites $(TEST_SUITES)
 
 ## lint: rustfmt; clippy (deny warnings) on the host, its tests and benchmarks, and on the
