@@ -15,7 +15,10 @@
 //! - `stdin`: reads stdin to its end, then answers like `ok`;
 //! - `events`: a plan of `spec.count` (default 1,000,000) empty Events;
 //! - `long-error`: answers `other` with a message of `spec.count` bytes (default 50 MiB);
-//! - `long-status`: a status of `spec.count` bytes (default 16 MiB).
+//! - `long-status`: a status of `spec.count` bytes (default 16 MiB);
+//! - `remember`: counts its calls in a zero-initialised static and overwrites an initialised
+//!   one, answering status `{"calls": N, "seed": S}`: from a fresh instance always
+//!   `{"calls": 1, "seed": 1592651789}` (the statics as the module's image has them).
 //!
 //! - `attack-*`: one plan a multi-tenant host must refuse (see [`attacks`]): a pod in
 //!   another namespace, a ClusterRoleBinding, a Secret, adoption of a foreign ConfigMap, an
@@ -27,6 +30,8 @@
 #![allow(unsafe_code)]
 
 mod attacks;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 mod bindings {
     #![allow(missing_docs, clippy::all)]
@@ -103,6 +108,11 @@ fn count(primary: &serde_json::Value, default: usize) -> usize {
         .and_then(|c| c.as_u64())
         .map_or(default, |c| c as usize)
 }
+
+/// Calls of mode `remember` in this instance: zero in the module's image (`.bss`).
+static CALLS: AtomicU64 = AtomicU64::new(0);
+/// Initialised in the module's image (`.data`); mode `remember` overwrites it.
+static SEED: AtomicU64 = AtomicU64::new(0x5EED_F00D);
 
 impl bindings::Guest for Hostile {
     fn info() -> PluginInfo {
@@ -208,6 +218,14 @@ impl bindings::Guest for Hostile {
                     })
                     .collect();
                 Ok(Plan { events, ..empty })
+            }
+            "remember" => {
+                let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+                let seed = SEED.swap(0, Ordering::Relaxed);
+                Ok(Plan {
+                    status: Some(format!(r#"{{"calls":{calls},"seed":{seed}}}"#)),
+                    ..empty
+                })
             }
             "long-error" => Err(ReconcileError::Other("e".repeat(count(&primary, 50 << 20)))),
             "long-status" => Ok(Plan {

@@ -5,15 +5,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::limits::MAX_MEMORY_BYTES;
 
 /// How often the epoch advances; deadlines are rounded up to a multiple of this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// How much of each pooled linear memory and table stays mapped between calls (zeroed with
-/// memset instead of returned to the kernel and faulted in again on the next call).
+/// How much of each pooled linear memory and table stays mapped between calls (reset with
+/// memset instead of returned to the kernel and faulted in again on the next call). Where
+/// the kernel has the `PAGEMAP_SCAN` ioctl (Linux 6.7+), only the pages the call dirtied
+/// are reset (`pagemap_scan`); elsewhere the whole prefix is.
 const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 
 /// Sizing of the engine's pooling allocator.
@@ -64,7 +66,8 @@ impl SandboxEngine {
             .max_core_instances_per_component(16)
             .max_tables_per_component(8)
             .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(KEEP_RESIDENT_BYTES);
+            .table_keep_resident(KEEP_RESIDENT_BYTES)
+            .pagemap_scan(Enabled::Auto);
         let mut config = Config::new();
         config
             .strategy(wasmtime::Strategy::Cranelift)

@@ -45,6 +45,26 @@ fn short_limits() -> Limits {
     }
 }
 
+/// Nothing a call writes survives it: calls reusing the same pooled memory each find the
+/// guest's statics as the module's image has them (the reset after each call restores the
+/// pages the call dirtied, initialised data and zeroed data alike).
+#[test]
+fn every_call_starts_from_the_module_image() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let plugin = hostile(&sandbox, Limits::default());
+    for i in 0..300 {
+        let plan = sandbox
+            .decide_blocking(&plugin, Entry::Reconcile, &observed("remember"), "remember")
+            .unwrap()
+            .expect("no reconcile error");
+        assert_eq!(
+            plan.status,
+            Some(json!({"calls": 1, "seed": 0x5EED_F00D_u64})),
+            "call {i} saw what an earlier call left"
+        );
+    }
+}
+
 #[test]
 fn endless_loop_times_out_at_its_deadline() {
     let sandbox = Sandbox::new(2).unwrap();
