@@ -105,6 +105,14 @@ pub struct Relation {
     /// Optional label selector restricting the objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<String>,
+    /// The parts of each object the plugin reads, as dot-separated paths (`status.phase`;
+    /// a path through a list applies to each item). The host sends `apiVersion`, `kind`,
+    /// `metadata` and these paths; `Some(vec![])` sends the metadata only, `None` whole
+    /// objects. Declaring what a decision reads makes every call cheaper: the guest parses
+    /// only that, and the host caches only that. The host may send more (another plugin
+    /// asked for it), never less.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<String>>,
 }
 
 /// A Kubernetes API verb.

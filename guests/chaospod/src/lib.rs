@@ -38,6 +38,8 @@ impl Plugin for ChaosPodPlugin {
                 kind: pod_kind(),
                 selection: Selection::Namespace,
                 label_selector: None,
+                // ChaosPod reads a pod's metadata only (name, UID, deletion).
+                fields: Some(vec![]),
             }],
             permissions: vec![Permission {
                 kind: pod_kind(),

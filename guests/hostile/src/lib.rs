@@ -135,6 +135,7 @@ impl bindings::Guest for Hostile {
                 },
                 selection: Selection::Owned,
                 label_selector: None,
+                fields: None,
             }],
             permissions: permissions(),
             finalizer: Some("test.wasmop.dev/cleanup".into()),

@@ -51,6 +51,7 @@ impl Plugin for PodReplicaPlugin {
                 kind: pod_kind(),
                 selection: Selection::Owned,
                 label_selector: cfg!(feature = "v3").then(|| pods::NAME_LABEL.to_string()),
+                fields: Some(pods::READ_FIELDS.iter().map(|f| f.to_string()).collect()),
             }],
             permissions: vec![Permission {
                 kind: pod_kind(),

@@ -42,6 +42,10 @@ pub struct PodCondition {
     pub status: String,
 }
 
+/// What PodReplica reads of a pod besides its metadata, declared in its relation: the host
+/// sends only these (a pod's spec and the rest of its status are most of its size).
+pub const READ_FIELDS: [&str; 2] = ["status.phase", "status.conditions"];
+
 /// A pod as PodReplica reads it: metadata and [`PodStatus`].
 pub type Pod = ObjectView<PodStatus>;
 

@@ -49,6 +49,7 @@ pub fn info<P: Plugin>() -> wit::PluginInfo {
                     plain::Selection::Namespace => wit::Selection::Namespace,
                 },
                 label_selector: r.label_selector,
+                fields: r.fields,
             })
             .collect(),
         permissions: i

@@ -46,6 +46,8 @@
 //!                 kind: pod_kind(),
 //!                 selection: Selection::Owned,
 //!                 label_selector: None,
+//!                 // What `reconcile` reads of a pod, besides its metadata.
+//!                 fields: Some(vec!["status.phase".into()]),
 //!             }],
 //!             permissions: vec![Permission { kind: pod_kind(), verbs: vec![Verb::Create] }],
 //!             finalizer: None,

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::fields::Fields;
 use super::labels::LabelSelector;
 use super::trim::trim_for_guest;
 use crate::runtime::{Observed, PluginInfo, Relation, Selection};
@@ -120,10 +121,11 @@ pub fn related_for<'a>(
     let mut related = BTreeMap::new();
     for relation in &info.relations {
         let selector = selector_of(relation)?;
+        let fields = Fields::declared(relation.fields.as_deref());
         let chosen: Vec<Value> = objects
             .clone()
             .filter(|o| in_relation(relation, &selector, primary, o))
-            .map(|o| trim_for_guest(o.clone()))
+            .map(|o| fields.project(trim_for_guest(o.clone())))
             .collect();
         related.insert(relation.name.clone(), chosen);
     }
@@ -159,6 +161,7 @@ mod tests {
             kind: KindRef::pod(),
             selection,
             label_selector: selector.map(str::to_string),
+            fields: None,
         }
     }
 
@@ -194,6 +197,36 @@ mod tests {
             ["mine", "foreign", "db"]
         );
         assert_eq!(names(&pods(Selection::Namespace, Some("app=db"))), ["db"]);
+    }
+
+    #[test]
+    fn related_objects_carry_the_fields_their_relation_declares() {
+        let primary = json!({"metadata": {"name": "x", "namespace": "a", "uid": "U"}});
+        let mut mine = pod("mine", "a", Some("U"), "web");
+        mine["spec"] = json!({"nodeName": "n"});
+        mine["status"] = json!({"phase": "Running", "podIP": "10.0.0.1"});
+        let mut relation = pods(Selection::Owned, None);
+        relation.fields = Some(vec!["status.phase".into()]);
+        let info = PluginInfo {
+            name: "p".into(),
+            version: "1".into(),
+            primary: KindRef::pod(),
+            crd: None,
+            relations: vec![relation],
+            permissions: vec![],
+            finalizer: None,
+        };
+        let related = related_for(&info, &primary, [mine.clone()].iter()).unwrap();
+        let mut expected = mine.clone();
+        expected.as_object_mut().unwrap().remove("spec");
+        expected["status"] = json!({"phase": "Running"});
+        assert_eq!(related["pods"], [expected]);
+        let mut whole = info.clone();
+        whole.relations[0].fields = None;
+        assert_eq!(
+            related_for(&whole, &primary, [mine.clone()].iter()).unwrap()["pods"],
+            [mine]
+        );
     }
 
     #[test]

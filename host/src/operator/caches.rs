@@ -12,6 +12,12 @@
 //! Relations of one kind with different label selectors get a cache each (an object in both
 //! selections is then held twice): watching the whole kind instead would cache every object
 //! of the kind for a plugin that asked for a few.
+//!
+//! Relations that read different parts of the objects (`Relation::fields`) share one cache
+//! that keeps the union of what they read: a relation the cache does not cover yet widens it
+//! ([`KindCache::widen`]), which relists the kind packing the wider view; a controller counts
+//! as synced only once a list covering its fields is in. A cache never narrows while held: a
+//! plugin then sees more than it declared, never less.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -26,6 +32,7 @@ use tokio::sync::watch;
 use super::kinds::{api_for, api_resource};
 use super::owners::OwnerIndex;
 use super::packed::pack;
+use crate::observe::Fields;
 use crate::ops::metrics::{CacheLabels, Metrics};
 use crate::runtime::Relation;
 
@@ -88,6 +95,7 @@ impl SharedCaches {
         let key = CacheKey::of(relation);
         let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(cache) = caches.get(&key).and_then(Weak::upgrade) {
+            cache.widen(&Fields::declared(relation.fields.as_deref()));
             return cache;
         }
         caches.retain(|_, c| c.strong_count() > 0);
@@ -110,7 +118,11 @@ pub struct KindCache {
     pub store: Store<DynamicObject>,
     /// The cache indexed by controlling owner UID.
     pub owners: Arc<OwnerIndex>,
-    listed: watch::Receiver<bool>,
+    /// What the watch packs of each object: sent to the watch task, which relists when it
+    /// widens.
+    packing: watch::Sender<Fields>,
+    /// The view the last complete list packed (`None` before the first).
+    listed: watch::Receiver<Option<Fields>>,
     subscribers: Arc<Mutex<Subscribers>>,
     task: tokio::task::AbortHandle,
     metrics: Arc<Metrics>,
@@ -167,19 +179,42 @@ impl KindCache {
         let store = writer.as_reader();
         let reader = store.clone();
         let owners = OwnerIndex::new();
-        let (listed_tx, listed) = watch::channel(false);
+        let (listed_tx, listed) = watch::channel(None);
+        let (packing, mut packed_as) = watch::channel(Fields::declared(relation.fields.as_deref()));
         let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
         let (index, subs) = (owners.clone(), subscribers.clone());
         // Every list is a consistent read (no `any_semantic`): a cache that starts after a
         // restart, a swap or a relist holds every write acknowledged before it, also the last
         // writes of the process or controller it replaces, which no expectation remembers.
         let ar = resource.clone();
-        let mut events = watcher(api, config)
-            .modify(move |o| pack(o, &ar))
-            .default_backoff()
-            .boxed();
+        let watch = move |fields: Fields| {
+            let ar = ar.clone();
+            watcher(api.clone(), config.clone())
+                .modify(move |o| pack(o, &ar, &fields))
+                .default_backoff()
+                .boxed()
+        };
         let task = tokio::spawn(async move {
-            while let Some(event) = events.next().await {
+            let mut fields = packed_as.borrow_and_update().clone();
+            let mut events = watch(fields.clone());
+            loop {
+                let event = tokio::select! {
+                    widened = packed_as.changed() => {
+                        if widened.is_err() {
+                            break;
+                        }
+                        // A new watch lists everything again, packed the wider way; the
+                        // cache and the index swap the new list in whole at its end.
+                        fields = packed_as.borrow_and_update().clone();
+                        events = watch(fields.clone());
+                        tracing::info!(kind = %what, "a relation reads more of these objects: relisting");
+                        continue;
+                    }
+                    event = events.next() => match event {
+                        Some(event) => event,
+                        None => break,
+                    },
+                };
                 match event {
                     Ok(e) => {
                         writer.apply_watcher_event(&e);
@@ -192,7 +227,7 @@ impl KindCache {
                             on_event(&e);
                         }
                         if matches!(e, watcher::Event::InitDone) {
-                            listed_tx.send_replace(true);
+                            listed_tx.send_replace(Some(fields.clone()));
                         }
                     }
                     Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying"),
@@ -203,6 +238,7 @@ impl KindCache {
             resource,
             store,
             owners,
+            packing,
             listed,
             subscribers,
             task: task.abort_handle(),
@@ -232,9 +268,27 @@ impl KindCache {
         }
     }
 
-    /// Turns true once the first full list has passed the cache, the index and every
-    /// subscriber (a decision before that could read an index missing what it owns).
-    pub fn listed(&self) -> watch::Receiver<bool> {
-        self.listed.clone()
+    /// Makes the cache keep at least `needed` of every object: if it does not yet, the
+    /// kind is listed again and packed with the union of both views.
+    pub fn widen(&self, needed: &Fields) {
+        self.packing.send_if_modified(|current| {
+            if current.covers(needed) {
+                return false;
+            }
+            *current = current.union(needed);
+            true
+        });
+    }
+
+    /// Waits until a full list that keeps at least `needed` of every object has passed the
+    /// cache, the index and every subscriber (a decision before that could read an index
+    /// missing what it owns, or objects without the fields it reads).
+    pub fn listed_with(&self, needed: Fields) -> impl std::future::Future<Output = ()> + use<> {
+        let mut listed = self.listed.clone();
+        async move {
+            let _ = listed
+                .wait_for(|l| l.as_ref().is_some_and(|f| f.covers(&needed)))
+                .await;
+        }
     }
 }

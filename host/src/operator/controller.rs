@@ -21,7 +21,7 @@ use super::guard::Guard;
 use super::kinds::{api_for, api_resource};
 use super::reconcile::{error_policy, reconcile};
 use super::seen;
-use crate::observe::selector_of;
+use crate::observe::{Fields, selector_of};
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::Metrics;
 use crate::runtime::{Sandbox, Selection};
@@ -168,7 +168,7 @@ pub async fn run_controller(
                 }
             }
         })));
-        listed.push(cache.listed());
+        listed.push(cache.listed_with(Fields::declared(relation.fields.as_deref())));
         controller = controller.reconcile_on(triggered);
         related.push(RelatedCache {
             relation: relation.clone(),
@@ -212,8 +212,8 @@ pub async fn run_controller(
         let name = info.name.clone();
         async move {
             wait_ready(&primary_store).await;
-            for mut l in listed {
-                let _ = l.wait_for(|done| *done).await;
+            for l in listed {
+                l.await;
             }
             tracing::info!(plugin = %name, "caches synced");
             let _ = synced_tx.send(true);

@@ -1,7 +1,8 @@
 //! How a shared cache holds a related object: its metadata typed (the owner index, label
-//! selectors, routing and expectations read only that) and, in place of its body, the whole
+//! selectors, routing and expectations read only that) and, in place of its body, the
 //! object exactly as a guest sees it, as JSON text: trimmed ([`trim_for_guest`]), with its
-//! `apiVersion` and `kind`. Packed once per version, at ingest:
+//! `apiVersion` and `kind`, cut to the fields its relations read ([`Fields`]). Packed once
+//! per version, at ingest:
 //! - a decision sends the text as it is (`Observed::related_json`) instead of converting
 //!   every related object to a `Value` and back to text on every reconcile;
 //! - the text of a pod is a few KiB, its `Value` tree several times that (a map node, a
@@ -12,12 +13,12 @@
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
-use crate::observe::{LAST_APPLIED, trim_for_guest};
+use crate::observe::{Fields, LAST_APPLIED, trim_for_guest};
 
-/// Replaces `o`'s body with its guest view as JSON text, and drops from its metadata what
-/// nothing reads: `managedFields` (most of a pod's size) and kubectl's last-applied
-/// annotation.
-pub fn pack(o: &mut DynamicObject, resource: &ApiResource) {
+/// Replaces `o`'s body with its guest view as JSON text, cut to `fields`, and drops from its
+/// metadata what nothing reads: `managedFields` (most of a pod's size) and kubectl's
+/// last-applied annotation.
+pub fn pack(o: &mut DynamicObject, resource: &ApiResource, fields: &Fields) {
     o.metadata.managed_fields = None;
     if let Some(ann) = o.metadata.annotations.as_mut() {
         ann.remove(LAST_APPLIED);
@@ -31,7 +32,7 @@ pub fn pack(o: &mut DynamicObject, resource: &ApiResource) {
     };
     whole["apiVersion"] = json!(resource.api_version);
     whole["kind"] = json!(resource.kind);
-    o.data = Value::String(trim_for_guest(whole).to_string());
+    o.data = Value::String(fields.project(trim_for_guest(whole)).to_string());
 }
 
 /// The guest view of a packed object, as JSON text (`None` for an object never packed).
@@ -54,7 +55,7 @@ mod tests {
             "status": {"phase": "Running"}}))
         .unwrap();
         let pods = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
-        pack(&mut o, &pods);
+        pack(&mut o, &pods, &Fields::Whole);
         let seen: Value = serde_json::from_str(guest_json(&o).unwrap()).unwrap();
         assert_eq!(
             seen,

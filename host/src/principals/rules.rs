@@ -172,6 +172,7 @@ mod tests {
                 kind: KindRef::pod(),
                 selection: Selection::Owned,
                 label_selector: None,
+                fields: None,
             }],
             permissions: perms,
             finalizer: finalizer.then(|| "example.com/cleanup".into()),

@@ -67,6 +67,7 @@ pub fn info_from_wit(i: wit::PluginInfo) -> Result<plain::PluginInfo, String> {
                     wit::Selection::Namespace => plain::Selection::Namespace,
                 },
                 label_selector: r.label_selector,
+                fields: r.fields,
             })
             .collect(),
         permissions: i
@@ -154,6 +155,7 @@ pub fn info_shape(i: &wit::PluginInfo) -> InfoShape {
         names.push(r.name.len());
         names.extend(kind(&r.kind));
         names.extend(r.label_selector.as_ref().map(String::len));
+        names.extend(r.fields.iter().flatten().map(String::len));
     }
     for p in &i.permissions {
         names.extend(kind(&p.kind));

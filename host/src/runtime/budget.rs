@@ -27,7 +27,7 @@ pub struct PlanShape {
 pub struct InfoShape {
     /// Bytes of the version string.
     pub version: usize,
-    /// Bytes of the longest name (of a kind, plural, group, relation, finalizer, selector).
+    /// Bytes of the longest name (of a kind, plural, group, relation, finalizer, selector, field path).
     pub longest_name: usize,
     /// Number of relations plus permissions.
     pub declarations: usize,

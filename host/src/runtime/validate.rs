@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::types::{KindRef, PluginInfo};
+use crate::observe::fields::check_path;
 
 /// Whether `s` is a DNS-1123 label (lowercase alphanumerics and '-', at most 63).
 pub fn is_dns_label(s: &str) -> bool {
@@ -46,6 +47,9 @@ pub fn validate_info(info: &PluginInfo) -> Result<(), String> {
             return Err(format!("relation name `{}` is empty or repeated", r.name));
         }
         check_kind(&format!("relation `{}`", r.name), &r.kind)?;
+        for path in r.fields.iter().flatten() {
+            check_path(path).map_err(|e| format!("relation `{}`: {e}", r.name))?;
+        }
     }
     for p in &info.permissions {
         check_kind("permission", &p.kind)?;

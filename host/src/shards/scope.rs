@@ -82,6 +82,7 @@ mod tests {
             kind: pods(),
             selection,
             label_selector: selector.map(str::to_string),
+            fields: None,
         }
     }
 

@@ -2,7 +2,9 @@
 //! so that the host's first pod list is slow enough to lose a race. A sampler lists the
 //! PodReplicas' pods several times a second for the whole test and records, per
 //! PodReplica, the most live pods ever seen at once. Through a cold start, a SIGKILL
-//! restart, an uploaded version that restarts the controller, an API server restart, a
+//! restart after which an upload widens the shared pod cache (ChaosPod reads a pod's
+//! metadata, PodReplica also its phase and conditions: the cache relists 3,900 pods while
+//! PodReplica waits for it), an uploaded version that restarts the controller, an API server restart, a
 //! failover to a warm standby and a storm of refused creates and deletes (each time a pod
 //! cache starts empty, relists, or acts on failed writes while 900 owned pods exist), no
 //! PodReplica ever has more live pods than its size, every one converges, no finalizer is
@@ -107,6 +109,17 @@ async fn wasmplugin_says(client: &Client, version: &str, file: &str) -> Option<(
     (ready && st["pluginVersion"] == version && st["digest"] == digest.as_str()).then_some(())
 }
 
+/// Every PodReplica's status counts `size` ready pods: it read its pods' conditions.
+async fn all_ready_in_status(client: &Client, size: usize) -> Option<()> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let list = api.list(&ListParams::default()).await.ok()?;
+    list.items
+        .iter()
+        .all(|pr| pr.data["status"]["readyReplicas"] == size)
+        .then_some(())
+}
+
 /// The host's pod caches from its metrics: per cache (its label selector), the pods it holds
 /// and the plugins reading it.
 fn pod_caches(host: &Host) -> HashMap<String, (usize, usize)> {
@@ -177,14 +190,29 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
     let uids = apply_replicas(&client, REPLICAS, SIZE).await;
     all_converged(&client, &uids, "300 PodReplicas x 3 converged").await;
 
-    // SIGKILL and restart: 900 owned pods exist, the new host's pod cache starts empty.
+    // SIGKILL and restart: 900 owned pods exist, the new host's pod cache starts empty. It
+    // starts with ChaosPod alone, whose pods carry their metadata only; PodReplica, uploaded
+    // next, reads their phase and conditions too: the one pod cache widens and relists.
     phase.set("SIGKILL restart");
     host.kill();
-    let host = Host::start(&cluster, &["podreplica.wasm", "chaospod.wasm"], &[], &[]);
+    let host = Host::start(&cluster, &["chaospod.wasm"], &[], &[]);
     eventually(
         Duration::from_secs(120),
         "host ready after SIGKILL",
         || async { (host.http_get("/readyz")?.0 == 200).then_some(()) },
+    )
+    .await;
+    phase.set("upload widening the pod cache");
+    let (ok, out) = push(&cluster, "podreplica", "podreplica.wasm");
+    assert!(ok, "{out}");
+    eventually(
+        Duration::from_secs(120),
+        "the pod cache relisted for PodReplica's fields",
+        || async {
+            host.log_text()
+                .contains("a relation reads more of these objects: relisting")
+                .then_some(())
+        },
     )
     .await;
     // Let every PodReplica be decided at least once by the new host.
@@ -211,6 +239,12 @@ async fn no_podreplica_ever_has_more_pods_than_its_size_at_size() {
         HashMap::from([(String::new(), (listed, 2))]),
         "not one pod cache read by both plugins"
     );
+    eventually(
+        Duration::from_secs(120),
+        "every PodReplica's status counts its ready pods",
+        || all_ready_in_status(&client, SIZE),
+    )
+    .await;
 
     // An upload of a version that watches differently restarts the controller with empty
     // caches; the WasmPlugin's status says what runs.
