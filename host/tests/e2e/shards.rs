@@ -3,7 +3,7 @@
 //! pods) and all converge. One is killed with SIGKILL: once its shard Lease has expired its
 //! objects move to the other two, which take over their pods and converge. A fourth joins:
 //! about a quarter move to it, each drained and acknowledged by its old shard first. Through
-//! all of it a sampler lists the pods without pause (no PodReplica ever has two live pods)
+//! all of it a sampler watches every change of the pods (no PodReplica ever has two live pods)
 //! and a watch of the PodReplicas' shard labels sees no object move from one live shard to
 //! another without the old shard's acknowledgement. A second test turns sharding on over
 //! objects made without it.
@@ -407,11 +407,12 @@ async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
          ({released} acknowledged, {moved} moved, {lapsed} taken after a late renewal)"
     );
 
-    let (rate, worst, over) = sampler.finish(&uids).await;
-    println!("sampler: {rate:.1} lists/s; the most live pods of any PodReplica: {worst}");
+    let (events, worst, over) = sampler.finish(&uids).await;
+    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
     assert!(
-        rate >= 1.0,
-        "the sampler listed only {rate:.1} times a second"
+        events >= uids.len() && worst == 1,
+        "the sampler watched only {events} pod events for {} PodReplicas (most live pods {worst})",
+        uids.len()
     );
     assert!(
         over.is_empty(),
@@ -497,8 +498,13 @@ async fn turning_sharding_on_takes_over_what_was_made_without_it() {
         taken.keys().all(|k| k.ends_with("owning 2")),
         "a takeover found other than the 2 pods: {taken:?}"
     );
-    let (rate, worst, over) = sampler.finish(&uids).await;
-    println!("sampler: {rate:.1} lists/s; the most live pods of any PodReplica: {worst}");
+    let (events, worst, over) = sampler.finish(&uids).await;
+    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
+    assert!(
+        events >= uids.len() && worst >= 1,
+        "the sampler watched only {events} pod events for {} PodReplicas (most live pods {worst})",
+        uids.len()
+    );
     assert!(
         over.is_empty(),
         "{} PodReplicas had more than 2 live pods:\n{}",

@@ -2,8 +2,7 @@
 //! pods, and the sampler that watches for the one thing that must never happen (an owner
 //! with more live pods than its size) for the whole of a test.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,6 +10,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams, ObjectMeta};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use super::diagnose::pods_and_nodes;
@@ -48,30 +49,6 @@ pub async fn live_by_owner(client: &Client) -> Option<HashMap<String, (usize, us
     Some(by_owner)
 }
 
-/// Live (not terminating) pods per controlling owner UID, from a metadata-only list: the
-/// sampler's cheap look (the API server sends and the test parses only metadata). Each pod
-/// as "name (created at)", for the report of an owner seen over its size.
-pub async fn live_pods(client: &Client) -> Option<HashMap<String, Vec<String>>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let list = pods
-        .list_metadata(&ListParams::default().labels(LABEL))
-        .await
-        .ok()?;
-    let mut by_owner: HashMap<String, Vec<String>> = HashMap::new();
-    for p in &list.items {
-        let m = &p.metadata;
-        if let Some(owner) = live_owner(m) {
-            let created = m.creation_timestamp.as_ref().map(|t| t.0.to_string());
-            by_owner.entry(owner.to_string()).or_default().push(format!(
-                "{} ({})",
-                m.name.as_deref().unwrap_or_default(),
-                created.unwrap_or_default()
-            ));
-        }
-    }
-    Some(by_owner)
-}
-
 /// The test's current phase, for the sampler's report.
 #[derive(Clone, Default)]
 pub struct Phase(Arc<Mutex<String>>);
@@ -93,66 +70,144 @@ struct Overshoot {
     pods: Vec<String>,
 }
 
-/// The sampler: lists without pause until stopped; keeps the most live pods per owner, and
-/// for each owner seen over `bound` the first such look.
+/// Live pods per owner, kept from a watch: each pod's owner, and each owner's pods as
+/// "name (created at)".
+#[derive(Default)]
+struct Live {
+    owner_of: HashMap<String, String>,
+    pods: HashMap<String, BTreeMap<String, String>>,
+}
+
+impl Live {
+    /// Takes in the pod's latest metadata; returns its owner's live pods if it has one.
+    fn apply(&mut self, m: &ObjectMeta) -> Option<(String, Vec<String>)> {
+        let name = m.name.clone().unwrap_or_default();
+        self.remove(&name);
+        let owner = live_owner(m)?.to_string();
+        let created = m.creation_timestamp.as_ref().map(|t| t.0.to_string());
+        let shown = format!("{name} ({})", created.unwrap_or_default());
+        self.owner_of.insert(name.clone(), owner.clone());
+        let pods = self.pods.entry(owner.clone()).or_default();
+        pods.insert(name, shown);
+        Some((owner, pods.values().cloned().collect()))
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Some(owner) = self.owner_of.remove(name)
+            && let Some(pods) = self.pods.get_mut(&owner)
+        {
+            pods.remove(name);
+        }
+    }
+}
+
+/// What the sampler found so far.
+#[derive(Default)]
+struct Seen {
+    events: usize,
+    most: HashMap<String, usize>,
+    over: HashMap<String, Overshoot>,
+}
+
+impl Seen {
+    fn look(
+        &mut self,
+        owner: String,
+        pods: Vec<String>,
+        bound: usize,
+        phase: &Phase,
+        at: Duration,
+    ) {
+        let e = self.most.entry(owner.clone()).or_insert(0);
+        *e = (*e).max(pods.len());
+        if pods.len() > bound {
+            self.over.entry(owner).or_insert_with(|| Overshoot {
+                phase: phase.get(),
+                at,
+                pods,
+            });
+        }
+    }
+}
+
+/// The sampler: watches the PodReplicas' pods (metadata only) until stopped and looks at
+/// the owner of every pod that changes, so it sees every state the API server went
+/// through, however slow a list of thousands of pods is; keeps the most live pods per
+/// owner, and for each owner seen over `bound` the first such look. After a relist (the
+/// watch broke, say the API server restarted) it looks at every owner.
 pub struct Sampler {
-    stop: Arc<AtomicBool>,
-    lists: Arc<AtomicUsize>,
-    most: Arc<Mutex<HashMap<String, usize>>>,
-    over: Arc<Mutex<HashMap<String, Overshoot>>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
-    started: Instant,
 }
 
 impl Sampler {
-    /// Starts listing; an owner with more than `bound` live pods is reported.
+    /// Starts watching; an owner with more than `bound` live pods is reported.
     pub fn start(client: Client, phase: Phase, bound: usize) -> Sampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let lists = Arc::new(AtomicUsize::new(0));
-        let most = Arc::new(Mutex::new(HashMap::new()));
-        let over = Arc::new(Mutex::new(HashMap::new()));
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let seen = Arc::new(Mutex::new(Seen::default()));
         let started = Instant::now();
-        let (s, l, m, o) = (stop.clone(), lists.clone(), most.clone(), over.clone());
+        let shared = seen.clone();
         let task = tokio::spawn(async move {
-            while !s.load(Ordering::SeqCst) {
-                if let Some(seen) = live_pods(&client).await {
-                    let mut most = m.lock().unwrap();
-                    let mut over = o.lock().unwrap();
-                    for (owner, pods) in seen {
-                        let e = most.entry(owner.clone()).or_insert(0);
-                        *e = (*e).max(pods.len());
-                        if pods.len() > bound {
-                            over.entry(owner).or_insert_with(|| Overshoot {
-                                phase: phase.get(),
-                                at: started.elapsed(),
-                                pods,
-                            });
+            // Metadata only: the API server sends, and the sampler parses, no pod bodies.
+            let pods: Api<PartialObjectMeta<Pod>> = Api::namespaced(client, "default");
+            let mut events = watcher(pods, watcher::Config::default().labels(LABEL))
+                .default_backoff()
+                .boxed();
+            let (mut live, mut relisting) = (Live::default(), None::<Live>);
+            loop {
+                let event = tokio::select! {
+                    _ = stopped.changed() => break,
+                    event = events.next() => match event {
+                        Some(Ok(event)) => event,
+                        Some(Err(_)) => continue,
+                        None => break,
+                    },
+                };
+                let mut seen = shared.lock().unwrap();
+                seen.events += 1;
+                let at = started.elapsed();
+                match event {
+                    watcher::Event::Init => relisting = Some(Live::default()),
+                    watcher::Event::InitApply(m) => {
+                        if let Some(r) = relisting.as_mut() {
+                            r.apply(&m.metadata);
                         }
                     }
-                    l.fetch_add(1, Ordering::SeqCst);
+                    watcher::Event::InitDone => {
+                        live = relisting.take().unwrap_or_default();
+                        for (owner, pods) in &live.pods {
+                            seen.look(
+                                owner.clone(),
+                                pods.values().cloned().collect(),
+                                bound,
+                                &phase,
+                                at,
+                            );
+                        }
+                    }
+                    watcher::Event::Apply(m) => {
+                        if let Some((owner, pods)) = live.apply(&m.metadata) {
+                            seen.look(owner, pods, bound, &phase, at);
+                        }
+                    }
+                    watcher::Event::Delete(m) => {
+                        live.remove(m.metadata.name.as_deref().unwrap_or_default())
+                    }
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         });
-        Sampler {
-            stop,
-            lists,
-            most,
-            over,
-            task,
-            started,
-        }
+        Sampler { stop, seen, task }
     }
 
-    /// Stops it; returns (lists per second, the most live pods of any owner, a report of
-    /// the owners seen over the bound, one line each).
-    pub async fn finish(self, uids: &[String]) -> (f64, usize, Vec<String>) {
-        self.stop.store(true, Ordering::SeqCst);
+    /// Stops it; returns (the watch events it saw, the most live pods of any owner, a
+    /// report of the owners seen over the bound, one line each).
+    pub async fn finish(self, uids: &[String]) -> (usize, usize, Vec<String>) {
+        let _ = self.stop.send(true);
         self.task.await.unwrap();
-        let rate = self.lists.load(Ordering::SeqCst) as f64 / self.started.elapsed().as_secs_f64();
-        let most = self.most.lock().unwrap();
-        let worst = most.values().copied().max().unwrap_or(0);
-        let over = self.over.lock().unwrap();
+        let seen = self.seen.lock().unwrap();
+        let worst = seen.most.values().copied().max().unwrap_or(0);
+        let over = &seen.over;
         let mut report: Vec<(Duration, String)> = over
             .iter()
             .map(|(uid, o)| {
@@ -173,7 +228,11 @@ impl Sampler {
             })
             .collect();
         report.sort();
-        (rate, worst, report.into_iter().map(|(_, l)| l).collect())
+        (
+            seen.events,
+            worst,
+            report.into_iter().map(|(_, l)| l).collect(),
+        )
     }
 }
 
