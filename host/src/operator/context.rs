@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 
 use super::expect::Expectations;
@@ -153,8 +152,8 @@ pub struct Context {
     pub related: Vec<RelatedCache>,
     /// Plan checks.
     pub guard: Arc<Guard>,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// The plugin's Events, sent in the background.
+    pub events: super::events::EventSink,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Per-object backoff.

@@ -45,8 +45,10 @@ pub struct ControllerDeps {
     pub concurrency: u16,
     /// Trailing-edge debounce of reconcile requests per object.
     pub debounce: Duration,
-    /// Least time between two status-only writes of one object ([`super::pacer`]).
+    /// Least time between two status writes of one object ([`super::pacer`]).
     pub status_interval: Duration,
+    /// How long a new status waits before it is written ([`super::pacer`]).
+    pub status_settle: Duration,
     /// Open while this replica leads (always, without leader election).
     pub fence: Arc<crate::ops::fence::Fence>,
     /// One watch and cache per related kind, shared by the plugins.
@@ -195,7 +197,7 @@ pub async fn run_controller(
         primary: primary_ar,
         related: related.clone(),
         guard: deps.guard.clone(),
-        recorder: Recorder::new(writer, deps.reporter.clone()),
+        events: super::events::EventSink::start(Recorder::new(writer, deps.reporter.clone())),
         metrics: deps.metrics.clone(),
         backoff: Backoff::default(),
         primary_store: primary_store.clone(),
@@ -204,7 +206,7 @@ pub async fn run_controller(
         fence: deps.fence.clone(),
         cases: deps.cases.clone(),
         shard: deps.shard.clone(),
-        status_pacer: super::pacer::StatusPacer::new(deps.status_interval),
+        status_pacer: super::pacer::StatusPacer::new(deps.status_interval, deps.status_settle),
     });
 
     let readiness = {

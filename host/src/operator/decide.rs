@@ -146,7 +146,7 @@ pub async fn decide(
         Ok(Ok(plan)) => Ok(Decided::Plan(plan)),
         Ok(Err(ReconcileError::InvalidSpec(msg))) => {
             tracing::warn!(reason = "InvalidSpec", "{msg}");
-            publish(ctx, obj, EventType::Warning, "InvalidSpec", msg.clone()).await;
+            publish(ctx, obj, EventType::Warning, "InvalidSpec", msg.clone());
             not_ready(ctx, plugin, primary, pref, "InvalidSpec", &msg).await?;
             Ok(Decided::Done(Action::await_change()))
         }
@@ -157,8 +157,7 @@ pub async fn decide(
                 EventType::Warning,
                 "ReconcileError",
                 e.to_string(),
-            )
-            .await;
+            );
             Err(Failure::Plugin(e))
         }
         Err(fault) => {
@@ -171,7 +170,7 @@ pub async fn decide(
             };
             tracing::error!(fault = %fault, "plugin fault");
             let text = fault.to_string();
-            publish(ctx, obj, EventType::Warning, "PluginFault", text.clone()).await;
+            publish(ctx, obj, EventType::Warning, "PluginFault", text.clone());
             let _ = not_ready(ctx, plugin, primary, pref, "PluginFault", &text).await;
             Err(Failure::Fault(fault))
         }

@@ -53,8 +53,18 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
+/// Most writes of one run sent at once (see [`run_steps`]).
+pub const MAX_TOGETHER: usize = 16;
+
 /// Carries out `steps` in order; stops at the first failure. `done` hears of every write
-/// that succeeded, before the next step starts.
+/// that succeeded, in the steps' order, before any later step starts.
+///
+/// A run of consecutive creates of one kind (all with generated names, so none can name
+/// another) or of consecutive deletes of one kind (each by UID) goes out together, up to
+/// [`MAX_TOGETHER`] at once, as the ReplicaSet controller sends a replica set's pods: the
+/// API server gets them in one round trip instead of one after the other, and nothing could
+/// tell their order apart. When one of them fails, the run's others still complete (and are
+/// reported), and the first failure in the steps' order is returned.
 pub async fn run_steps(
     client: &Client,
     plugin: &str,
@@ -62,80 +72,118 @@ pub async fn run_steps(
     done: &mut (dyn FnMut(Written) + Send),
 ) -> Result<(), kube::Error> {
     let manager = field_manager(plugin);
-    for step in steps {
-        match step {
-            Step::Create { kind, object } => {
-                let ns = object
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str);
-                let api = api_for(client, kind, ns);
-                let obj: DynamicObject =
-                    serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
-                let created = api
-                    .create(
-                        &PostParams {
-                            field_manager: Some(manager.clone()),
-                            ..Default::default()
-                        },
-                        &obj,
-                    )
-                    .await?;
-                tracing::info!(plugin, kind = %kind.kind, name = ?created.metadata.name, "created");
-                done(Written::Object {
-                    kind: kind.clone(),
-                    object: Box::new(created),
-                });
-            }
-            Step::Apply { kind, object } => {
-                let (ns, name) = namespace_and_name(object);
-                let api = api_for(client, kind, ns);
-                let applied = api
-                    .patch(
-                        name,
-                        &PatchParams::apply(&manager).force(),
-                        &Patch::Apply(object),
-                    )
-                    .await?;
-                tracing::info!(plugin, kind = %kind.kind, name, "applied");
-                done(Written::Object {
-                    kind: kind.clone(),
-                    object: Box::new(applied),
-                });
-            }
-            Step::Delete { kind, target } => {
-                let api = api_for(client, kind, target.namespace.as_deref());
-                let params = DeleteParams {
-                    preconditions: target.uid.clone().map(|uid| Preconditions {
-                        uid: Some(uid),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match api.delete(&target.name, &params).await {
-                    Ok(_) => {
-                        tracing::info!(plugin, kind = %kind.kind, name = %target.name, "deleted")
+    for run in runs(steps) {
+        for chunk in run.chunks(MAX_TOGETHER) {
+            let results = futures::future::join_all(
+                chunk.iter().map(|s| write_one(client, plugin, &manager, s)),
+            )
+            .await;
+            let mut first_error = None;
+            for result in results {
+                match result {
+                    Ok(Some(written)) => done(written),
+                    Ok(None) => {}
+                    Err(e) => {
+                        first_error.get_or_insert(e);
                     }
-                    Err(e) if is_status(&e, 404) => {
-                        tracing::debug!(plugin, name = %target.name, "already gone")
-                    }
-                    Err(e) if is_status(&e, 409) => {
-                        tracing::warn!(plugin, name = %target.name, "not deleted: the UID precondition failed (a newer object has that name)");
-                        continue;
-                    }
-                    Err(e) => return Err(e),
                 }
-                if let Some(uid) = &target.uid {
-                    done(Written::Deleted {
-                        kind: kind.clone(),
-                        namespace: target.namespace.clone(),
-                        name: target.name.clone(),
-                        uid: uid.clone(),
-                    });
-                }
+            }
+            if let Some(e) = first_error {
+                return Err(e);
             }
         }
     }
     Ok(())
+}
+
+/// `steps` cut into runs that may go out together: consecutive creates of one kind,
+/// consecutive deletes of one kind; every other step is a run of its own.
+fn runs(steps: &[Step]) -> Vec<&[Step]> {
+    let together = |a: &Step, b: &Step| match (a, b) {
+        (Step::Create { kind: x, .. }, Step::Create { kind: y, .. }) => x == y,
+        (Step::Delete { kind: x, .. }, Step::Delete { kind: y, .. }) => x == y,
+        _ => false,
+    };
+    steps.chunk_by(together).collect()
+}
+
+/// Carries out one step; `None`: nothing to expect (a delete without UID, or refused by its
+/// UID precondition because a newer object has the name).
+async fn write_one(
+    client: &Client,
+    plugin: &str,
+    manager: &str,
+    step: &Step,
+) -> Result<Option<Written>, kube::Error> {
+    match step {
+        Step::Create { kind, object } => {
+            let ns = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str);
+            let api = api_for(client, kind, ns);
+            let obj: DynamicObject =
+                serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
+            let created = api
+                .create(
+                    &PostParams {
+                        field_manager: Some(manager.to_string()),
+                        ..Default::default()
+                    },
+                    &obj,
+                )
+                .await?;
+            tracing::info!(plugin, kind = %kind.kind, name = ?created.metadata.name, "created");
+            Ok(Some(Written::Object {
+                kind: kind.clone(),
+                object: Box::new(created),
+            }))
+        }
+        Step::Apply { kind, object } => {
+            let (ns, name) = namespace_and_name(object);
+            let api = api_for(client, kind, ns);
+            let applied = api
+                .patch(
+                    name,
+                    &PatchParams::apply(manager).force(),
+                    &Patch::Apply(object),
+                )
+                .await?;
+            tracing::info!(plugin, kind = %kind.kind, name, "applied");
+            Ok(Some(Written::Object {
+                kind: kind.clone(),
+                object: Box::new(applied),
+            }))
+        }
+        Step::Delete { kind, target } => {
+            let api = api_for(client, kind, target.namespace.as_deref());
+            let params = DeleteParams {
+                preconditions: target.uid.clone().map(|uid| Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&target.name, &params).await {
+                Ok(_) => {
+                    tracing::info!(plugin, kind = %kind.kind, name = %target.name, "deleted")
+                }
+                Err(e) if is_status(&e, 404) => {
+                    tracing::debug!(plugin, name = %target.name, "already gone")
+                }
+                Err(e) if is_status(&e, 409) => {
+                    tracing::warn!(plugin, name = %target.name, "not deleted: the UID precondition failed (a newer object has that name)");
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
+            Ok(target.uid.as_ref().map(|uid| Written::Deleted {
+                kind: kind.clone(),
+                namespace: target.namespace.clone(),
+                name: target.name.clone(),
+                uid: uid.clone(),
+            }))
+        }
+    }
 }
 
 /// The `adoption` rule, judged against the cluster before any step is sent: an apply to an
@@ -242,4 +290,75 @@ pub async fn mark_not_ready(
     )
     .await
     .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::ObjectRef;
+
+    fn kind(k: &str) -> KindRef {
+        KindRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: k.into(),
+            plural: format!("{}s", k.to_lowercase()),
+            namespaced: true,
+        }
+    }
+
+    fn create(k: &str) -> Step {
+        Step::Create {
+            kind: kind(k),
+            object: json!({"metadata": {"generateName": "x-"}}),
+        }
+    }
+
+    fn apply(k: &str) -> Step {
+        Step::Apply {
+            kind: kind(k),
+            object: json!({"metadata": {"name": "x"}}),
+        }
+    }
+
+    fn delete(k: &str) -> Step {
+        Step::Delete {
+            kind: kind(k),
+            target: ObjectRef {
+                api_version: "v1".into(),
+                kind: k.into(),
+                namespace: Some("d".into()),
+                name: "x".into(),
+                uid: Some("u".into()),
+            },
+        }
+    }
+
+    fn lengths(steps: &[Step]) -> Vec<usize> {
+        runs(steps).iter().map(|r| r.len()).collect()
+    }
+
+    #[test]
+    fn creates_and_deletes_of_one_kind_go_together() {
+        let steps = [create("Pod"), create("Pod"), create("Pod")];
+        assert_eq!(lengths(&steps), [3]);
+        let steps = [delete("Pod"), delete("Pod"), create("Pod"), create("Pod")];
+        assert_eq!(lengths(&steps), [2, 2]);
+    }
+
+    #[test]
+    fn other_kinds_and_applies_keep_their_order() {
+        // A ConfigMap created before the pods that could read it, each apply alone.
+        let steps = [
+            create("ConfigMap"),
+            create("Pod"),
+            create("Pod"),
+            apply("Service"),
+            apply("Service"),
+            delete("Pod"),
+            delete("ConfigMap"),
+        ];
+        assert_eq!(lengths(&steps), [1, 2, 1, 1, 1, 1]);
+        assert!(runs(&[]).is_empty());
+    }
 }

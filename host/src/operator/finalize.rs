@@ -100,8 +100,7 @@ pub async fn prepare(
                 EventType::Warning,
                 "CleanupSkipped",
                 format!("{SKIP_CLEANUP}=true: finalizer {fin} removed without cleanup"),
-            )
-            .await;
+            );
             release(ctx, info, obj, pref).await?;
             Prepared::Done(Action::await_change())
         }

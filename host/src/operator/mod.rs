@@ -298,6 +298,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         debounce: Duration::from_millis(args.debounce_ms),
         status_interval: Duration::from_millis(args.status_interval_ms),
+        status_settle: Duration::from_millis(args.status_settle_ms),
         fence: work_fence.clone(),
         caches: caches::SharedCaches::new(
             work_client.clone(),

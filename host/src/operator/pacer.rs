@@ -1,13 +1,19 @@
 //! Status writes paced per object. While an object's related objects change one after the
 //! other (its pods created, then Running one by one), every change decides a new status;
 //! written each time, that is about four status writes per PodReplica converging, most of
-//! the host's requests at scale. A plan that would only write the status (no object
-//! written, no Event) within `every` of this object's last status write is not written: the
-//! object is decided again when the interval ends (or on its next change), and that
-//! decision, made on what the caches show then, is written. Plans that write objects are
-//! never held back, so an event still turns into its action at once; the status is at most
-//! `every` late. Nothing is lost: a status-only plan changes nothing but the status, and the
-//! later decision starts from the same stored status.
+//! the host's requests at scale. Two rules hold a status write back; the object is then
+//! decided again when the wait is over (or on its next change), and that decision, made on
+//! what the caches show then, is written:
+//! - **settle**: a new status is written only once it has waited `settle` since the first
+//!   decision that wanted it, so the changes that arrive together (sibling pods turning
+//!   Running within a few hundred milliseconds) make one write, not one each;
+//! - **interval**: at most one status write per object per `every`.
+//!
+//! Only the status waits. A plan that creates, applies or deletes sends those writes (and
+//! its Events) at once, so an event still turns into its action at once; its status, which
+//! describes the state before those writes, waits like any other and is decided again once
+//! the writes are seen. Nothing is lost: the later decision starts from the same stored
+//! status and sees at least as much.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,60 +22,115 @@ use std::time::{Duration, Instant};
 /// Entries below which the pacer never sweeps out old ones.
 const SWEEP_FLOOR: usize = 1024;
 
-/// When each object's status was last written, to hold back status-only plans.
+/// When each object's status was last written and since when a new one waits.
 #[derive(Debug)]
 pub struct StatusPacer {
     every: Duration,
+    settle: Duration,
     state: Mutex<State>,
+}
+
+/// What the pacer remembers of one object.
+#[derive(Debug, Default, Clone, Copy)]
+struct Object {
+    /// The last status write.
+    written: Option<Instant>,
+    /// The first decision that wanted the status not yet written.
+    wanted: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    last: HashMap<String, Instant>,
+    objects: HashMap<String, Object>,
     /// Size at which the next sweep runs (doubles with what remains).
     sweep_at: usize,
 }
 
 impl StatusPacer {
-    /// A pacer allowing one status write per object per `every` (zero: no pacing).
-    pub fn new(every: Duration) -> Self {
+    /// A pacer allowing one status write per object per `every`, each written once it has
+    /// waited `settle` (both zero: no pacing).
+    pub fn new(every: Duration, settle: Duration) -> Self {
         StatusPacer {
             every,
+            settle,
             state: Mutex::new(State {
-                last: HashMap::new(),
+                objects: HashMap::new(),
                 sweep_at: SWEEP_FLOOR,
             }),
         }
     }
 
-    /// How long a status-only write of the object `uid` must wait; `None`: write now.
+    fn off(&self) -> bool {
+        self.every.is_zero() && self.settle.is_zero()
+    }
+
+    /// A decision wants a new status for the object `uid`: how long that write must wait;
+    /// `None`: write it now. The first call for a status not yet written starts its settle.
     pub fn hold(&self, uid: &str) -> Option<Duration> {
-        if self.every.is_zero() {
+        self.hold_at(uid, Instant::now())
+    }
+
+    fn hold_at(&self, uid: &str, now: Instant) -> Option<Duration> {
+        if self.off() {
             return None;
         }
-        let state = self.state.lock().expect("pacer lock");
-        let since = state.last.get(uid)?.elapsed();
-        (since < self.every).then(|| self.every - since)
+        let mut state = self.state.lock().expect("pacer lock");
+        let object = state.objects.entry(uid.to_string()).or_default();
+        let wanted = *object.wanted.get_or_insert(now);
+        let mut ready = wanted + self.settle;
+        if let Some(written) = object.written {
+            ready = ready.max(written + self.every);
+        }
+        let wait = ready.saturating_duration_since(now);
+        (!wait.is_zero()).then_some(wait)
+    }
+
+    /// A decision wants no new status for `uid` (the stored one is right): a later change
+    /// settles afresh.
+    pub fn satisfied(&self, uid: &str) {
+        if self.off() {
+            return;
+        }
+        let mut state = self.state.lock().expect("pacer lock");
+        if let Some(object) = state.objects.get_mut(uid) {
+            object.wanted = None;
+        }
     }
 
     /// Records a status write of the object `uid`, now.
     pub fn wrote(&self, uid: &str) {
-        if self.every.is_zero() {
+        self.wrote_at(uid, Instant::now());
+    }
+
+    fn wrote_at(&self, uid: &str, now: Instant) {
+        if self.off() {
             return;
         }
         let mut state = self.state.lock().expect("pacer lock");
-        state.last.insert(uid.to_string(), Instant::now());
-        if state.last.len() >= state.sweep_at {
-            let every = self.every;
-            state.last.retain(|_, at| at.elapsed() < every);
-            state.sweep_at = (state.last.len() * 2).max(SWEEP_FLOOR);
+        state.objects.insert(
+            uid.to_string(),
+            Object {
+                written: Some(now),
+                wanted: None,
+            },
+        );
+        if state.objects.len() >= state.sweep_at {
+            // Forgotten: objects written longer than `every` ago with nothing waiting (a
+            // status waiting for longer than its settle and interval is stale too).
+            let keep = self.every.max(self.settle) * 2;
+            state.objects.retain(|_, o| {
+                let recent =
+                    |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < keep);
+                recent(o.written) || recent(o.wanted)
+            });
+            state.sweep_at = (state.objects.len() * 2).max(SWEEP_FLOOR);
         }
     }
 
-    /// Objects whose last write is remembered (for the tests).
+    /// Objects remembered (for the tests).
     #[cfg(test)]
     fn remembered(&self) -> usize {
-        self.state.lock().expect("pacer lock").last.len()
+        self.state.lock().expect("pacer lock").objects.len()
     }
 }
 
@@ -77,34 +138,88 @@ impl StatusPacer {
 mod tests {
     use super::*;
 
+    const MS: Duration = Duration::from_millis(1);
+
     #[test]
     fn holds_a_second_write_within_the_interval_only() {
-        let pacer = StatusPacer::new(Duration::from_millis(80));
-        assert_eq!(pacer.hold("a"), None, "never written: write now");
-        pacer.wrote("a");
-        let wait = pacer.hold("a").expect("held");
-        assert!(wait <= Duration::from_millis(80) && wait > Duration::from_millis(40));
-        assert_eq!(pacer.hold("b"), None, "another object is not held");
-        std::thread::sleep(Duration::from_millis(90));
-        assert_eq!(pacer.hold("a"), None, "the interval is over");
+        let pacer = StatusPacer::new(80 * MS, Duration::ZERO);
+        let t = Instant::now();
+        assert_eq!(pacer.hold_at("a", t), None, "never written: write now");
+        pacer.wrote_at("a", t);
+        assert_eq!(pacer.hold_at("a", t + 30 * MS), Some(50 * MS));
+        assert_eq!(
+            pacer.hold_at("b", t + 30 * MS),
+            None,
+            "another object is not held"
+        );
+        assert_eq!(
+            pacer.hold_at("a", t + 90 * MS),
+            None,
+            "the interval is over"
+        );
+    }
+
+    #[test]
+    fn a_new_status_waits_its_settle_from_the_first_decision_that_wanted_it() {
+        let pacer = StatusPacer::new(Duration::ZERO, 60 * MS);
+        let t = Instant::now();
+        assert_eq!(pacer.hold_at("a", t), Some(60 * MS));
+        // A second change meanwhile does not restart the settle.
+        assert_eq!(pacer.hold_at("a", t + 40 * MS), Some(20 * MS));
+        assert_eq!(pacer.hold_at("a", t + 60 * MS), None, "settled: write now");
+        pacer.wrote_at("a", t + 60 * MS);
+        assert_eq!(
+            pacer.hold_at("a", t + 100 * MS),
+            Some(60 * MS),
+            "the next status settles afresh"
+        );
+    }
+
+    #[test]
+    fn a_status_no_longer_wanted_settles_afresh_when_wanted_again() {
+        let pacer = StatusPacer::new(Duration::ZERO, 40 * MS);
+        let t = Instant::now();
+        assert!(pacer.hold_at("a", t).is_some());
+        pacer.satisfied("a");
+        assert_eq!(pacer.hold_at("a", t + 50 * MS), Some(40 * MS));
+    }
+
+    #[test]
+    fn settle_and_interval_both_hold() {
+        let pacer = StatusPacer::new(100 * MS, 20 * MS);
+        let t = Instant::now();
+        pacer.wrote_at("a", t);
+        assert_eq!(
+            pacer.hold_at("a", t + 10 * MS),
+            Some(90 * MS),
+            "the interval is the longer"
+        );
+        assert_eq!(pacer.hold_at("a", t + 100 * MS), None, "both are over");
+        pacer.wrote_at("b", t);
+        assert_eq!(
+            pacer.hold_at("b", t + 95 * MS),
+            Some(20 * MS),
+            "the settle is the longer"
+        );
     }
 
     #[test]
     fn zero_never_holds() {
-        let pacer = StatusPacer::new(Duration::ZERO);
+        let pacer = StatusPacer::new(Duration::ZERO, Duration::ZERO);
         pacer.wrote("a");
         assert_eq!(pacer.hold("a"), None);
+        assert_eq!(pacer.remembered(), 0);
     }
 
     #[test]
     fn old_entries_are_swept_as_the_map_grows() {
-        let pacer = StatusPacer::new(Duration::from_millis(5));
+        let pacer = StatusPacer::new(5 * MS, Duration::ZERO);
+        let t = Instant::now();
         for i in 0..SWEEP_FLOOR - 1 {
-            pacer.wrote(&format!("old-{i}"));
+            pacer.wrote_at(&format!("old-{i}"), t);
         }
-        std::thread::sleep(Duration::from_millis(10));
-        pacer.wrote("new");
+        pacer.wrote_at("new", t + 20 * MS);
         assert_eq!(pacer.remembered(), 1, "only the recent write is kept");
-        assert!(pacer.hold("new").is_some());
+        assert!(pacer.hold_at("new", t + 21 * MS).is_some());
     }
 }

@@ -230,12 +230,16 @@ async fn reconcile_with(
             .collect();
         crate::shards::scope::label_steps(&mut steps, shard, &pref.uid, &owned);
     }
-    if entry == Entry::Reconcile
-        && let Some(wait) = status_held(ctx, obj, &pref, &steps, &plan)
-    {
-        return Ok(Action::requeue(wait));
-    }
-    let verdict = match execute_plan(ctx, plugin, obj, &pref, &steps, &plan).await {
+    let status_wait = match entry {
+        Entry::Reconcile => match paced(ctx, obj, &pref, &steps, &plan) {
+            Paced::Now => None,
+            Paced::Status(wait) => Some(wait),
+            Paced::Plan(wait) => return Ok(Action::requeue(wait)),
+        },
+        Entry::Cleanup => None,
+    };
+    let write_status = status_wait.is_none();
+    let verdict = match execute_plan(ctx, plugin, (obj, &pref), &steps, &plan, write_status).await {
         Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
             Err(Violation::new("api-server", s.message))
         }
@@ -251,10 +255,14 @@ async fn reconcile_with(
         finalize::release(ctx, info, obj, &pref).await?;
         return Ok(Action::await_change());
     }
-    Ok(match plan.requeue_after_ms {
-        Some(ms) => Action::requeue(Duration::from_millis(ms.max(100))),
-        None if entry == Entry::Cleanup => Action::requeue(Duration::from_secs(1)),
-        None => Action::await_change(),
+    let asked = plan
+        .requeue_after_ms
+        .map(|ms| Duration::from_millis(ms.max(100)));
+    Ok(match (asked, status_wait) {
+        (Some(a), Some(s)) => Action::requeue(a.min(s)),
+        (Some(wait), None) | (None, Some(wait)) => Action::requeue(wait),
+        (None, None) if entry == Entry::Cleanup => Action::requeue(Duration::from_secs(1)),
+        (None, None) => Action::await_change(),
     })
 }
 
@@ -275,20 +283,21 @@ async fn refused(
             rule: v.rule.to_string(),
         })
         .inc();
-    publish(ctx, obj, EventType::Warning, "PlanRejected", v.to_string()).await;
+    publish(ctx, obj, EventType::Warning, "PlanRejected", v.to_string());
     let _ = not_ready(ctx, plugin, primary, pref, "PlanRejected", &v.to_string()).await;
     Failure::Rejected(v)
 }
 
-/// Carries out the checked steps, then the status and the Events. Every write that
-/// succeeded is expected in the caches, also when a later one fails.
+/// Carries out the checked steps, then the status (unless the pacer holds it back) and the
+/// Events. Every write that succeeded is expected in the caches, also when a later one
+/// fails.
 async fn execute_plan(
     ctx: &Context,
     plugin: &LoadedPlugin,
-    obj: &DynamicObject,
-    pref: &PrimaryRef,
+    (obj, pref): (&DynamicObject, &PrimaryRef),
     steps: &[Step],
     plan: &Plan,
+    write_status: bool,
 ) -> Result<(), Failure> {
     let info = &plugin.info;
     if ctx.guard.config().enforce
@@ -302,36 +311,58 @@ async fn execute_plan(
     .await?;
     // The cache shows this primary's last status write (the gate waited for it), so a
     // status equal to the cached one would change nothing: no request is sent for it.
-    if let Some(status) = plan.status.as_ref().filter(|s| !same_status(obj, s)) {
+    if let Some(status) = plan
+        .status
+        .as_ref()
+        .filter(|s| write_status && !same_status(obj, s))
+    {
         let stored =
             execute::write_status(&ctx.writer, &info.name, &info.primary, pref, status).await?;
         seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
         ctx.status_pacer.wrote(&pref.uid);
     }
     for ev in &plan.events {
-        publish(ctx, obj, ev.event_type, &ev.reason, ev.message.clone()).await;
+        publish(ctx, obj, ev.event_type, &ev.reason, ev.message.clone());
     }
     Ok(())
 }
 
-/// How long to hold back a plan that would write only the status, this soon after the
-/// object's last status write ([`super::pacer`]); `None`: carry it out now.
-fn status_held(
+/// What the status pacer ([`super::pacer`]) makes of a plan.
+#[derive(Debug, PartialEq)]
+enum Paced {
+    /// Carry out all of it now.
+    Now,
+    /// Send the plan's writes and Events now; its status waits this long (the object is
+    /// decided again then).
+    Status(Duration),
+    /// The plan writes nothing but its status (and Events): all of it waits this long.
+    Plan(Duration),
+}
+
+/// Whether the plan's status (or the whole plan, when it writes no object) waits.
+fn paced(
     ctx: &Context,
     obj: &DynamicObject,
     pref: &PrimaryRef,
     steps: &[Step],
     plan: &Plan,
-) -> Option<Duration> {
-    let status_only = steps.is_empty()
-        && plan.events.is_empty()
-        && plan.status.as_ref().is_some_and(|s| !same_status(obj, s));
-    if !status_only {
-        return None;
+) -> Paced {
+    let new_status = plan.status.as_ref().is_some_and(|s| !same_status(obj, s));
+    if !new_status {
+        ctx.status_pacer.satisfied(&pref.uid);
+        return Paced::Now;
     }
-    let wait = ctx.status_pacer.hold(&pref.uid)?;
-    tracing::debug!(?wait, "status-only plan held back");
-    Some(wait)
+    match ctx.status_pacer.hold(&pref.uid) {
+        None => Paced::Now,
+        Some(wait) if steps.is_empty() => {
+            tracing::debug!(?wait, "status-only plan held back");
+            Paced::Plan(wait)
+        }
+        Some(wait) => {
+            tracing::debug!(?wait, "status held back; writes sent");
+            Paced::Status(wait)
+        }
+    }
 }
 
 /// Whether the primary as cached already has exactly `status`.
