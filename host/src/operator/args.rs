@@ -82,14 +82,15 @@ pub struct RunArgs {
     /// runs (trailing-edge debounce; 0 runs at once).
     #[arg(long, env = "WASMOP_DEBOUNCE_MS", default_value_t = 0)]
     pub debounce_ms: u64,
-    /// Least milliseconds between two status writes of one object: a new status decided
-    /// sooner waits, and the object is decided again when the interval ends (0: no
-    /// interval). A plan's creates, applies, deletes and Events never wait; only its status.
+    /// Least milliseconds between two status writes of one object by plans that write
+    /// nothing else: a status-only decision sooner than that is made again when the
+    /// interval ends, and written then (0: no interval). Plans that create, apply, delete
+    /// or send Events are never held back.
     #[arg(long, env = "WASMOP_STATUS_INTERVAL_MS", default_value_t = 1000)]
     pub status_interval_ms: u64,
-    /// Milliseconds a new status waits from the first decision that wants it, so that the
-    /// changes arriving together (sibling pods turning Running) make one status write
-    /// instead of one each (0: written at once).
+    /// Milliseconds a status-only plan waits from the first decision that wants its new
+    /// status, so that the changes arriving together (sibling pods turning Running) make
+    /// one status write instead of one each (0: written at once).
     #[arg(long, env = "WASMOP_STATUS_SETTLE_MS", default_value_t = 500)]
     pub status_settle_ms: u64,
     /// Largest number of actions in one plan.

@@ -1,19 +1,18 @@
 //! Status writes paced per object. While an object's related objects change one after the
 //! other (its pods created, then Running one by one), every change decides a new status;
 //! written each time, that is about four status writes per PodReplica converging, most of
-//! the host's requests at scale. Two rules hold a status write back; the object is then
-//! decided again when the wait is over (or on its next change), and that decision, made on
-//! what the caches show then, is written:
+//! the host's requests at scale. Two rules hold back a plan that would write only the status
+//! (no object written, no Event); the object is then decided again when the wait is over (or
+//! on its next change), and that decision, made on what the caches show then, is written:
 //! - **settle**: a new status is written only once it has waited `settle` since the first
 //!   decision that wanted it, so the changes that arrive together (sibling pods turning
 //!   Running within a few hundred milliseconds) make one write, not one each;
 //! - **interval**: at most one status write per object per `every`.
 //!
-//! Only the status waits. A plan that creates, applies or deletes sends those writes (and
-//! its Events) at once, so an event still turns into its action at once; its status, which
-//! describes the state before those writes, waits like any other and is decided again once
-//! the writes are seen. Nothing is lost: the later decision starts from the same stored
-//! status and sees at least as much.
+//! Plans that write objects or Events are never held back, their status included (a
+//! plugin's status may be its memory of what it did, like ChaosPod's kill count), so an
+//! event still turns into its action at once. Nothing is lost: a status-only plan changes
+//! nothing but the status, and the later decision starts from the same stored status.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

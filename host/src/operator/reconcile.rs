@@ -230,16 +230,12 @@ async fn reconcile_with(
             .collect();
         crate::shards::scope::label_steps(&mut steps, shard, &pref.uid, &owned);
     }
-    let status_wait = match entry {
-        Entry::Reconcile => match paced(ctx, obj, &pref, &steps, &plan) {
-            Paced::Now => None,
-            Paced::Status(wait) => Some(wait),
-            Paced::Plan(wait) => return Ok(Action::requeue(wait)),
-        },
-        Entry::Cleanup => None,
-    };
-    let write_status = status_wait.is_none();
-    let verdict = match execute_plan(ctx, plugin, (obj, &pref), &steps, &plan, write_status).await {
+    if entry == Entry::Reconcile
+        && let Some(wait) = status_held(ctx, obj, &pref, &steps, &plan)
+    {
+        return Ok(Action::requeue(wait));
+    }
+    let verdict = match execute_plan(ctx, plugin, (obj, &pref), &steps, &plan).await {
         Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
             Err(Violation::new("api-server", s.message))
         }
@@ -255,14 +251,10 @@ async fn reconcile_with(
         finalize::release(ctx, info, obj, &pref).await?;
         return Ok(Action::await_change());
     }
-    let asked = plan
-        .requeue_after_ms
-        .map(|ms| Duration::from_millis(ms.max(100)));
-    Ok(match (asked, status_wait) {
-        (Some(a), Some(s)) => Action::requeue(a.min(s)),
-        (Some(wait), None) | (None, Some(wait)) => Action::requeue(wait),
-        (None, None) if entry == Entry::Cleanup => Action::requeue(Duration::from_secs(1)),
-        (None, None) => Action::await_change(),
+    Ok(match plan.requeue_after_ms {
+        Some(ms) => Action::requeue(Duration::from_millis(ms.max(100))),
+        None if entry == Entry::Cleanup => Action::requeue(Duration::from_secs(1)),
+        None => Action::await_change(),
     })
 }
 
@@ -288,16 +280,14 @@ async fn refused(
     Failure::Rejected(v)
 }
 
-/// Carries out the checked steps, then the status (unless the pacer holds it back) and the
-/// Events. Every write that succeeded is expected in the caches, also when a later one
-/// fails.
+/// Carries out the checked steps, then the status and the Events. Every write that
+/// succeeded is expected in the caches, also when a later one fails.
 async fn execute_plan(
     ctx: &Context,
     plugin: &LoadedPlugin,
     (obj, pref): (&DynamicObject, &PrimaryRef),
     steps: &[Step],
     plan: &Plan,
-    write_status: bool,
 ) -> Result<(), Failure> {
     let info = &plugin.info;
     if ctx.guard.config().enforce
@@ -311,11 +301,7 @@ async fn execute_plan(
     .await?;
     // The cache shows this primary's last status write (the gate waited for it), so a
     // status equal to the cached one would change nothing: no request is sent for it.
-    if let Some(status) = plan
-        .status
-        .as_ref()
-        .filter(|s| write_status && !same_status(obj, s))
-    {
+    if let Some(status) = plan.status.as_ref().filter(|s| !same_status(obj, s)) {
         let stored =
             execute::write_status(&ctx.writer, &info.name, &info.primary, pref, status).await?;
         seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
@@ -327,42 +313,28 @@ async fn execute_plan(
     Ok(())
 }
 
-/// What the status pacer ([`super::pacer`]) makes of a plan.
-#[derive(Debug, PartialEq)]
-enum Paced {
-    /// Carry out all of it now.
-    Now,
-    /// Send the plan's writes and Events now; its status waits this long (the object is
-    /// decided again then).
-    Status(Duration),
-    /// The plan writes nothing but its status (and Events): all of it waits this long.
-    Plan(Duration),
-}
-
-/// Whether the plan's status (or the whole plan, when it writes no object) waits.
-fn paced(
+/// How long to hold back a plan that would write only the status ([`super::pacer`]);
+/// `None`: carry it out now. A plan that writes objects or Events is never held, status
+/// included: a plugin's status may be its memory of what it did (ChaosPod's kill count), so
+/// it goes with the writes it describes.
+fn status_held(
     ctx: &Context,
     obj: &DynamicObject,
     pref: &PrimaryRef,
     steps: &[Step],
     plan: &Plan,
-) -> Paced {
+) -> Option<Duration> {
     let new_status = plan.status.as_ref().is_some_and(|s| !same_status(obj, s));
     if !new_status {
         ctx.status_pacer.satisfied(&pref.uid);
-        return Paced::Now;
+        return None;
     }
-    match ctx.status_pacer.hold(&pref.uid) {
-        None => Paced::Now,
-        Some(wait) if steps.is_empty() => {
-            tracing::debug!(?wait, "status-only plan held back");
-            Paced::Plan(wait)
-        }
-        Some(wait) => {
-            tracing::debug!(?wait, "status held back; writes sent");
-            Paced::Status(wait)
-        }
+    if !steps.is_empty() || !plan.events.is_empty() {
+        return None;
     }
+    let wait = ctx.status_pacer.hold(&pref.uid)?;
+    tracing::debug!(?wait, "status-only plan held back");
+    Some(wait)
 }
 
 /// Whether the primary as cached already has exactly `status`.
