@@ -59,15 +59,17 @@ async fn standby_takes_over_within_the_lease() {
         converged(&client, &uid, 2)
     })
     .await;
+    // Warm standby: its caches are synced while it waits to lead. (The leader's two pods
+    // can be there before the standby has even listed: wait for its sync, never assume it.)
+    eventually(
+        Duration::from_secs(60),
+        "the standby's caches warm",
+        || async { b.log_text().contains("caches synced").then_some(()) },
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!b.leads(), "both replicas lead");
     assert!(!reconciled(&b), "the standby reconciled");
-    // Warm standby: its caches are synced before it leads.
-    assert!(
-        b.log_text().contains("caches synced"),
-        "the standby's caches are not warm: {}",
-        b.log_text()
-    );
 
     // Kill the leader without a chance to release the lease; ask for more pods.
     a.kill();
