@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::function_cache::{DEFAULT_CAP_BYTES, FunctionCache};
 use super::limits::MAX_MEMORY_BYTES;
 
 /// How often the epoch advances; deadlines are rounded up to a multiple of this.
@@ -31,8 +32,9 @@ impl Default for EngineConfig {
     }
 }
 
-/// A wasmtime engine (Cranelift, pooling allocator, epoch interruption) plus the ticker
-/// thread that drives epoch deadlines. Dropping the last clone stops the ticker.
+/// A wasmtime engine (Cranelift with its incremental cache, pooling allocator, epoch
+/// interruption) plus the ticker thread that drives epoch deadlines. Dropping the last
+/// clone stops the ticker.
 #[derive(Clone)]
 pub struct SandboxEngine {
     inner: Arc<Inner>,
@@ -40,6 +42,7 @@ pub struct SandboxEngine {
 
 struct Inner {
     engine: Engine,
+    functions: Arc<FunctionCache>,
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
 }
@@ -68,7 +71,9 @@ impl SandboxEngine {
             .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
             .table_keep_resident(KEEP_RESIDENT_BYTES)
             .pagemap_scan(Enabled::Auto);
+        let functions = Arc::new(FunctionCache::new(DEFAULT_CAP_BYTES));
         let mut config = Config::new();
+        config.enable_incremental_compilation(functions.clone())?;
         config
             .strategy(wasmtime::Strategy::Cranelift)
             .cranelift_opt_level(wasmtime::OptLevel::Speed)
@@ -92,6 +97,7 @@ impl SandboxEngine {
         Ok(SandboxEngine {
             inner: Arc::new(Inner {
                 engine,
+                functions,
                 stop,
                 ticker: Some(ticker),
             }),
@@ -101,6 +107,11 @@ impl SandboxEngine {
     /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// The compiled functions kept for the next version (see [`FunctionCache`]).
+    pub fn functions(&self) -> &FunctionCache {
+        &self.inner.functions
     }
 
     /// Number of epoch ticks that covers `deadline`. The first tick may come at any
@@ -133,5 +144,50 @@ mod tests {
         assert_eq!(SandboxEngine::ticks_for(Duration::from_millis(5)), 2);
         assert_eq!(SandboxEngine::ticks_for(Duration::from_millis(6)), 3);
         assert_eq!(SandboxEngine::ticks_for(Duration::from_secs(1)), 201);
+    }
+
+    /// Five functions that call each other; `$new` (when given) goes first, shifting every
+    /// index, and `$last` returns `last`.
+    fn module(new: bool, last: i32) -> String {
+        let first = if new {
+            "(func $new (param i32) (result i32) local.get 0 i32.const 99 i32.mul)"
+        } else {
+            ""
+        };
+        format!(
+            r#"(module (memory 1)
+              {first}
+              (func $sum (param i32 i32) (result i32) local.get 0 local.get 1 i32.add)
+              (func $twice (param i32) (result i32) local.get 0 local.get 0 call $sum)
+              (func $load (param i32) (result i32) local.get 0 i32.load call $twice)
+              (func $loop (param i32) (result i32) (local i32)
+                (block (loop
+                  local.get 0 i32.eqz br_if 1
+                  local.get 1 local.get 0 call $load i32.add local.set 1
+                  local.get 0 i32.const 1 i32.sub local.set 0 br 0))
+                local.get 1)
+              (func $last (result i32) i32.const {last})
+              (export "loop" (func $loop)) (export "last" (func $last)))"#
+        )
+    }
+
+    #[test]
+    fn a_new_version_compiles_only_what_changed() {
+        let engine = SandboxEngine::new(EngineConfig { max_instances: 1 }).unwrap();
+        wasmtime::Module::new(engine.engine(), module(false, 1)).unwrap();
+        let (hits0, misses0) = engine.functions().hits_and_misses();
+        assert_eq!(hits0, 0, "nothing to reuse at first");
+        assert!(misses0 >= 5, "every function compiled: {misses0}");
+        // One function added in front (every index shifts), one changed: the four others
+        // and what they share come from the cache.
+        wasmtime::Module::new(engine.engine(), module(true, 2)).unwrap();
+        let (hits, misses) = engine.functions().hits_and_misses();
+        assert!(hits - hits0 >= 4, "reused {} functions", hits - hits0);
+        assert!(
+            misses - misses0 >= 2 && misses - misses0 < misses0,
+            "compiled {} again (first time {misses0})",
+            misses - misses0
+        );
+        assert!(engine.functions().bytes() > 0);
     }
 }

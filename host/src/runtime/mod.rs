@@ -1,7 +1,8 @@
 //! The sandboxed plugin runtime: one engine, plugins compiled and validated once, and
 //! every call in a fresh store with a deadline and a memory cap.
 //!
-//! Split by concern: [`engine`] (engine and epoch ticker), [`limits`] (per-call limits),
+//! Split by concern: [`engine`] (engine and epoch ticker), [`function_cache`] (compiled
+//! functions kept for the next version), [`limits`] (per-call limits),
 //! [`store`] (what a store holds), `wasi` (the WASI a plugin gets), [`plugin`] (a loaded version), [`call`] (one call and
 //! failure classification), [`budget`] (limits on what a plugin returns), [`validate`] (checks of `info()`), [`outcome`] (a decision's result as data), [`types`] (plain types of
 //! the contract) and `bindings` (the generated code, private).
@@ -11,6 +12,7 @@ pub mod budget;
 pub mod call;
 pub mod engine;
 pub mod error;
+pub mod function_cache;
 pub mod limits;
 pub mod outcome;
 pub mod plugin;

@@ -62,8 +62,19 @@ impl Sandbox {
         if let Some(c) = self.cache.lock().expect("cache lock").get(&key) {
             return Ok(c.clone());
         }
+        let started = std::time::Instant::now();
+        let (hits, misses) = self.engine.functions().hits_and_misses();
         let component = Component::new(self.engine.engine(), bytes)
             .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let (hits_after, misses_after) = self.engine.functions().hits_and_misses();
+        tracing::info!(
+            %digest,
+            ms = started.elapsed().as_millis(),
+            reused = hits_after - hits,
+            compiled = misses_after - misses,
+            cache_kib = self.engine.functions().bytes() / 1024,
+            "compiled (functions reused from earlier versions, or compiled)"
+        );
         self.cache
             .lock()
             .expect("cache lock")
