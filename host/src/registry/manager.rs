@@ -91,7 +91,7 @@ pub enum Change {
 }
 
 /// An accepted version.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Accepted {
     /// What it declares.
     pub info: PluginInfo,
@@ -99,6 +99,28 @@ pub struct Accepted {
     pub digest: String,
     /// What changed.
     pub change: Change,
+    /// The pass over every object the change starts, once this is dropped.
+    pub pass: Pass,
+}
+
+/// The pass over every object of a plugin that a swap (or a new candidate) starts, sent
+/// when dropped: the caller writes the verdict first, so that its status write does not
+/// queue behind a thousand reconciles, and the pass starts whatever the caller does.
+#[derive(Debug, Default)]
+pub struct Pass(Option<mpsc::UnboundedSender<()>>);
+
+impl Pass {
+    fn of(running: &Running) -> Self {
+        Pass(Some(running.reconcile_all.clone()))
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.unbounded_send(());
+        }
+    }
 }
 
 struct Running {
@@ -349,6 +371,7 @@ impl Manager {
                 info: current.info.clone(),
                 digest,
                 change: Change::Unchanged,
+                pass: Pass::default(),
             });
         }
         let loaded = self.deps.sandbox.load_async(bytes, self.limits).await;
@@ -378,6 +401,7 @@ impl Manager {
                     info,
                     digest,
                     change: Change::Unchanged,
+                    pass: Pass::default(),
                 });
             }
         }
@@ -387,6 +411,7 @@ impl Manager {
             return Err(r);
         }
         self.count(&name, LoadResult::Accepted);
+        let mut pass = Pass::default();
         let change = match running.remove(&name) {
             None => {
                 let caches = self.caches_for(&info);
@@ -396,7 +421,7 @@ impl Manager {
             Some(mut r) if same_watches(&r.slot.current().info, &info) => {
                 let old = r.slot.swap(plugin);
                 r.origin = origin.to_string();
-                let _ = r.reconcile_all.unbounded_send(());
+                pass = Pass::of(&r);
                 tracing::info!(plugin = %name, from = %old.info.version, to = %info.version, %digest, "swapped");
                 running.insert(name.clone(), r);
                 Change::Swapped
@@ -421,6 +446,7 @@ impl Manager {
             info,
             digest,
             change,
+            pass,
         })
     }
 
@@ -451,6 +477,7 @@ impl Manager {
                     info,
                     digest,
                     change: Change::Unchanged,
+                    pass: Pass::default(),
                 });
             }
             r.slot.set_candidate(Some(Arc::new(Candidate {
@@ -460,14 +487,16 @@ impl Manager {
                 stats: old.stats.clone(),
                 in_flight: Default::default(),
             })));
-            if old.mode != mode {
-                let _ = r.reconcile_all.unbounded_send(());
-            }
             tracing::info!(plugin = %info.name, candidate = %info.version, mode = ?mode, "candidate mode or policy changed");
             return Ok(Accepted {
                 info,
                 digest,
                 change: Change::Swapped,
+                pass: if old.mode != mode {
+                    Pass::of(r)
+                } else {
+                    Pass::default()
+                },
             });
         }
         let plugin = match self.deps.sandbox.load_async(bytes, self.limits).await {
@@ -503,12 +532,12 @@ impl Manager {
             in_flight: Default::default(),
         };
         r.slot.set_candidate(Some(Arc::new(candidate)));
-        let _ = r.reconcile_all.unbounded_send(());
         tracing::info!(plugin = %name, active = %active.info.version, candidate = %info.version, %digest, mode = ?mode, "candidate decides beside the active version");
         Ok(Accepted {
             info,
             digest,
             change: Change::Started,
+            pass: Pass::of(r),
         })
     }
 
