@@ -4,9 +4,12 @@
 //! the host's requests at scale. Two rules hold back a plan that would write only the status
 //! (no object written, no Event); the object is then decided again when the wait is over (or
 //! on its next change), and that decision, made on what the caches show then, is written:
-//! - **settle**: a new status is written only once it has waited `settle` since the first
-//!   decision that wanted it, so the changes that arrive together (sibling pods turning
-//!   Running within a few hundred milliseconds) make one write, not one each;
+//! - **settle**: while the object is in motion (its status was written in the last
+//!   [`MOTION`]: the burst that follows its pods' creation), a new status is written only
+//!   once it has waited `settle` since the first decision that wanted it, so the changes
+//!   that arrive together (sibling pods turning Running within a few hundred milliseconds)
+//!   make one write, not one each. An object at rest (a hot swap deciding every object
+//!   again, a change after a quiet spell) gets its new status at once;
 //! - **interval**: at most one status write per object per `every`.
 //!
 //! Plans that write objects or Events are never held back, their status included (a
@@ -20,6 +23,10 @@ use std::time::{Duration, Instant};
 
 /// Entries below which the pacer never sweeps out old ones.
 const SWEEP_FLOOR: usize = 1024;
+
+/// An object whose status was written this recently is in motion: its next status settles.
+/// Long enough to cover pods that take seconds to run after their creation.
+pub const MOTION: Duration = Duration::from_secs(10);
 
 /// When each object's status was last written and since when a new one waits.
 #[derive(Debug)]
@@ -76,9 +83,12 @@ impl StatusPacer {
         let mut state = self.state.lock().expect("pacer lock");
         let object = state.objects.entry(uid.to_string()).or_default();
         let wanted = *object.wanted.get_or_insert(now);
-        let mut ready = wanted + self.settle;
+        let mut ready = now;
         if let Some(written) = object.written {
             ready = ready.max(written + self.every);
+            if now.saturating_duration_since(written) < MOTION {
+                ready = ready.max(wanted + self.settle);
+            }
         }
         let wait = ready.saturating_duration_since(now);
         (!wait.is_zero()).then_some(wait)
@@ -116,7 +126,8 @@ impl StatusPacer {
         if state.objects.len() >= state.sweep_at {
             // Forgotten: objects written longer than `every` ago with nothing waiting (a
             // status waiting for longer than its settle and interval is stale too).
-            let keep = self.every.max(self.settle) * 2;
+            // Writes within MOTION are kept: they decide whether a new status settles.
+            let keep = (self.every.max(self.settle) * 2).max(MOTION);
             state.objects.retain(|_, o| {
                 let recent =
                     |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < keep);
@@ -162,6 +173,7 @@ mod tests {
     fn a_new_status_waits_its_settle_from_the_first_decision_that_wanted_it() {
         let pacer = StatusPacer::new(Duration::ZERO, 60 * MS);
         let t = Instant::now();
+        pacer.wrote_at("a", t - 100 * MS);
         assert_eq!(pacer.hold_at("a", t), Some(60 * MS));
         // A second change meanwhile does not restart the settle.
         assert_eq!(pacer.hold_at("a", t + 40 * MS), Some(20 * MS));
@@ -178,6 +190,7 @@ mod tests {
     fn a_status_no_longer_wanted_settles_afresh_when_wanted_again() {
         let pacer = StatusPacer::new(Duration::ZERO, 40 * MS);
         let t = Instant::now();
+        pacer.wrote_at("a", t);
         assert!(pacer.hold_at("a", t).is_some());
         pacer.satisfied("a");
         assert_eq!(pacer.hold_at("a", t + 50 * MS), Some(40 * MS));
@@ -203,6 +216,25 @@ mod tests {
     }
 
     #[test]
+    fn an_object_at_rest_gets_its_new_status_at_once() {
+        let pacer = StatusPacer::new(100 * MS, 500 * MS);
+        let t = Instant::now();
+        assert_eq!(pacer.hold_at("never", t), None, "never written");
+        pacer.wrote_at("a", t);
+        assert_eq!(
+            pacer.hold_at("a", t + MOTION - MS),
+            Some(500 * MS),
+            "still in motion: settles"
+        );
+        pacer.wrote_at("b", t);
+        assert_eq!(
+            pacer.hold_at("b", t + MOTION),
+            None,
+            "written MOTION ago: at rest"
+        );
+    }
+
+    #[test]
     fn zero_never_holds() {
         let pacer = StatusPacer::new(Duration::ZERO, Duration::ZERO);
         pacer.wrote("a");
@@ -217,8 +249,8 @@ mod tests {
         for i in 0..SWEEP_FLOOR - 1 {
             pacer.wrote_at(&format!("old-{i}"), t);
         }
-        pacer.wrote_at("new", t + 20 * MS);
+        pacer.wrote_at("new", t + MOTION + 20 * MS);
         assert_eq!(pacer.remembered(), 1, "only the recent write is kept");
-        assert!(pacer.hold_at("new", t + 21 * MS).is_some());
+        assert!(pacer.hold_at("new", t + MOTION + 21 * MS).is_some());
     }
 }
