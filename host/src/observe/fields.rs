@@ -112,6 +112,11 @@ impl Fields {
         Fields::Paths(node)
     }
 
+    /// The view `relation` declares (its `fields`).
+    pub fn of(relation: &crate::runtime::Relation) -> Fields {
+        Fields::declared(relation.fields.as_deref())
+    }
+
     /// Whether an object cut to `self` holds everything `other` keeps.
     pub fn covers(&self, other: &Fields) -> bool {
         match (self, other) {

@@ -121,7 +121,7 @@ pub fn related_for<'a>(
     let mut related = BTreeMap::new();
     for relation in &info.relations {
         let selector = selector_of(relation)?;
-        let fields = Fields::declared(relation.fields.as_deref());
+        let fields = Fields::of(relation);
         let chosen: Vec<Value> = objects
             .clone()
             .filter(|o| in_relation(relation, &selector, primary, o))

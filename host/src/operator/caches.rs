@@ -95,7 +95,7 @@ impl SharedCaches {
         let key = CacheKey::of(relation);
         let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(cache) = caches.get(&key).and_then(Weak::upgrade) {
-            cache.widen(&Fields::declared(relation.fields.as_deref()));
+            cache.widen(&Fields::of(relation));
             return cache;
         }
         caches.retain(|_, c| c.strong_count() > 0);
@@ -180,7 +180,7 @@ impl KindCache {
         let reader = store.clone();
         let owners = OwnerIndex::new();
         let (listed_tx, listed) = watch::channel(None);
-        let (packing, mut packed_as) = watch::channel(Fields::declared(relation.fields.as_deref()));
+        let (packing, mut packed_as) = watch::channel(Fields::of(relation));
         let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
         let (index, subs) = (owners.clone(), subscribers.clone());
         // Every list is a consistent read (no `any_semantic`): a cache that starts after a

@@ -170,7 +170,7 @@ pub async fn run_controller(
                 }
             }
         })));
-        listed.push(cache.listed_with(Fields::declared(relation.fields.as_deref())));
+        listed.push(cache.listed_with(Fields::of(relation)));
         controller = controller.reconcile_on(triggered);
         related.push(RelatedCache {
             relation: relation.clone(),

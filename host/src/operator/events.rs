@@ -61,11 +61,14 @@ impl EventSink {
 
     /// Queues one Event; when the queue is full the Event is dropped and logged.
     pub fn send(&self, event: Outgoing) {
-        if let Err(e) = self.tx.try_send(event) {
-            let (ev, _) = match &e {
-                mpsc::error::TrySendError::Full(x) | mpsc::error::TrySendError::Closed(x) => x,
-            };
-            tracing::warn!(reason = %ev.reason, "event queue full: event dropped");
+        match self.tx.try_send(event) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full((ev, _))) => {
+                tracing::warn!(reason = %ev.reason, "event queue full: event dropped");
+            }
+            Err(mpsc::error::TrySendError::Closed((ev, _))) => {
+                tracing::warn!(reason = %ev.reason, "event sender stopped: event dropped");
+            }
         }
     }
 }

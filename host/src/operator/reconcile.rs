@@ -235,7 +235,7 @@ async fn reconcile_with(
     {
         return Ok(Action::requeue(wait));
     }
-    let verdict = match execute_plan(ctx, plugin, (obj, &pref), &steps, &plan).await {
+    let verdict = match execute_plan(ctx, plugin, obj, &pref, &steps, &plan).await {
         Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
             Err(Violation::new("api-server", s.message))
         }
@@ -285,7 +285,8 @@ async fn refused(
 async fn execute_plan(
     ctx: &Context,
     plugin: &LoadedPlugin,
-    (obj, pref): (&DynamicObject, &PrimaryRef),
+    obj: &DynamicObject,
+    pref: &PrimaryRef,
     steps: &[Step],
     plan: &Plan,
 ) -> Result<(), Failure> {
