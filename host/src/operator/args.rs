@@ -89,7 +89,7 @@ pub struct RunArgs {
     #[arg(long, env = "WASMOP_STATUS_INTERVAL_MS", default_value_t = 1000)]
     pub status_interval_ms: u64,
     /// Milliseconds a status-only plan of an object in motion (its status written in the
-    /// last 10 s) waits from the first decision that wants its new status, so that the
+    /// last 30 s) waits from the first decision that wants its new status, so that the
     /// changes arriving together (sibling pods turning Running) make one status write
     /// instead of one each; an object at rest gets its new status at once (0: always at
     /// once).
