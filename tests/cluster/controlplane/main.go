@@ -1,6 +1,6 @@
 // Command kube is a multi-call binary holding a local Kubernetes control plane
 // for wasmop's tests: kube-apiserver, kube-controller-manager, kube-scheduler,
-// etcd and a version-matched kubectl.
+// etcd, a version-matched kubectl and kwok (kwok.go).
 //
 // It dispatches on the basename of argv[0] (so symlinks named after a
 // component work) or, failing that, on the first argument:
@@ -51,6 +51,7 @@ var commands = map[string]func(name string, args []string){
 	"kube-scheduler": func(_ string, args []string) {
 		runCobra(scheduler.NewSchedulerCommand(), args)
 	},
+	"kwok": runKwok,
 	"etcd": func(name string, args []string) {
 		etcdmain.Main(append([]string{name}, args...))
 	},
