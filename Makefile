@@ -108,9 +108,18 @@ lint: setup
 test-unit: host plugins
 	cargo test $(HOST_BUILD) $(HOST_PKGS) --lib --bins --test hostile
 
-## e2e: the host against a local control plane (one cluster per test, one test at a time)
+## e2e: the host against a local control plane, one cluster per test. Most tests spend their
+## time waiting (leases, intervals, the API server): two run at a time, their output shown per
+## test when they end. Alone, one after another: the tests at size (thousands of objects keep
+## both cores busy) and the ones that compile a plugin as its author would (cold, minutes of
+## compiling). A failed test stops neither group.
+E2E_ALONE := shards:: size:: dev:: scaffold:: tutorial::
+E2E_TEST := cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e --
 e2e: host plugins cluster
-	cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e -- --test-threads=1 --nocapture
+	status=0; \
+	$(E2E_TEST) --test-threads=2 --show-output $(addprefix --skip ,$(E2E_ALONE)) || status=1; \
+	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_ALONE) || status=1; \
+	exit $$status
 	scripts/with-cluster cargo test $(HOST_BUILD) $(HOST_PKGS) --test lease -- --test-threads=1
 
 ## test-guests-wasm: the same guest unit tests compiled to wasm32-wasip2, run under wasmtime
