@@ -14,9 +14,9 @@ pub struct Look {
     pub requests: BTreeMap<String, u64>,
 }
 
-/// CPU seconds and requests of `host` now.
-pub fn look(host: &Host) -> Look {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", host.pid())).unwrap_or_default();
+/// CPU seconds (user + system) process `pid` has used so far; 0 when it is gone.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which is in parentheses): utime is the 14th field.
     let fields: Vec<&str> = stat
         .rsplit_once(')')
@@ -28,7 +28,12 @@ pub fn look(host: &Host) -> Look {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    let cpu_s = (ticks(11) + ticks(12)) / 100.0;
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// CPU seconds and requests of `host` now.
+pub fn look(host: &Host) -> Look {
+    let cpu_s = cpu_seconds(host.pid());
     let mut requests = BTreeMap::new();
     if let Some((_, text)) = host.http_get("/metrics") {
         for line in text

@@ -12,7 +12,8 @@ use serde_json::json;
 
 const FLOOR_LABEL: &str = "bench=floor";
 
-/// Creates `pods` pods with `in_flight` requests at once; the seconds until all run.
+/// Creates `pods` pods with `in_flight` requests at once; the seconds until all run
+/// (they stay: [`remove`] deletes them).
 pub async fn floor(client: &Client, pods: usize, in_flight: usize) -> f64 {
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let started = Instant::now();
@@ -36,7 +37,12 @@ pub async fn floor(client: &Client, pods: usize, in_flight: usize) -> f64 {
         .await;
     assert_eq!(failed, 0, "the floor's creates failed");
     wait_running(&api, pods).await;
-    let secs = started.elapsed().as_secs_f64();
+    started.elapsed().as_secs_f64()
+}
+
+/// Deletes the floor's pods and waits until they are gone.
+pub async fn remove(client: &Client) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
     api.delete_collection(
         &DeleteParams::default(),
         &ListParams::default().labels(FLOOR_LABEL),
@@ -44,7 +50,6 @@ pub async fn floor(client: &Client, pods: usize, in_flight: usize) -> f64 {
     .await
     .unwrap();
     wait_running(&api, 0).await;
-    secs
 }
 
 /// Polls until exactly `n` floor pods exist, all Running.

@@ -2,7 +2,7 @@
 //! against the floor of the same work done by a bare client. For each size (rows 100, 300
 //! and 1,000 PodReplicas by default) on a fresh control plane: the floor, convergence of
 //! every PodReplica at size 3, rescaled to 5 and to 2 (seconds, ratio to the floor, host CPU,
-//! API requests by verb, peak memory), memory at rest, delete → create sent (event → action,
+//! API requests by verb, peak memory, the control plane's CPU beside the floor's), memory at rest, delete → create sent (event → action,
 //! from the API server's audit log) and delete → replacement seen, and a
 //! hot swap to v2 under load, and the cost of a shadow candidate (the same rescale without and
 //! with one). For the largest size, the scale row: the same objects converged by 1, 2 and 3
@@ -21,6 +21,7 @@
 mod support;
 
 mod audit;
+mod control;
 mod converge;
 mod cost;
 mod floor;
@@ -113,7 +114,10 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     let cluster = Cluster::start_with_node_pods(&format!("scale-{n}"), node_pods);
     let client = cluster.client().await;
     let tracker = tracker::Tracker::start(client.clone());
+    let before = control::look(&cluster.state);
     let floor_s = floor::floor(&client, n * 3, in_flight()).await;
+    let floor_control = control::between(&before, &control::look(&cluster.state));
+    floor::remove(&client).await;
     println!("{n}: floor {floor_s:.1} s for {} pods", n * 3);
 
     let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
@@ -129,8 +133,10 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
         tracker.take_most();
         bound = bound.max(size);
         let before = cost::look(&host);
+        let control_before = control::look(&cluster.state);
         let secs = converge::apply_and_converge(&client, &tracker, &names, size).await;
         let spent = cost::between(&before, &cost::look(&host));
+        let control = control::between(&control_before, &control::look(&cluster.state));
         let most = tracker.take_most();
         assert!(
             most <= bound,
@@ -142,6 +148,7 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
             size,
             secs,
             spent,
+            control,
             peak_mib: peak,
             most,
         });
@@ -169,6 +176,7 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     Row {
         objects: n,
         floor_s,
+        floor_control,
         phases,
         rest_mib,
         latency_ms: lat.replacement_ms,

@@ -1,7 +1,10 @@
 //! The table and the JSON file of a run.
 
+use std::collections::BTreeMap;
+
 use serde_json::json;
 
+use crate::control::{COMPONENTS, total};
 use crate::cost::Look;
 use crate::latency::quantile;
 
@@ -13,6 +16,8 @@ pub struct Phase {
     pub secs: f64,
     /// Host CPU and requests during the phase.
     pub spent: Look,
+    /// CPU seconds of each control-plane process during the phase.
+    pub control: BTreeMap<String, f64>,
     /// Host peak RSS after the phase, MiB.
     pub peak_mib: f64,
     /// The most live pods any PodReplica had during the phase.
@@ -25,6 +30,8 @@ pub struct Row {
     pub objects: usize,
     /// Seconds the bare client needed for `objects × 3` pods.
     pub floor_s: f64,
+    /// CPU seconds of each control-plane process during the floor.
+    pub floor_control: BTreeMap<String, f64>,
     /// Size 3, then 5, then 2.
     pub phases: Vec<Phase>,
     /// Host RSS at rest with everything cached, MiB.
@@ -70,6 +77,7 @@ pub fn print(rows: &[Row]) {
             );
         }
     }
+    print_control(rows);
     if rows.iter().all(|r| r.latency_ms.is_empty()) {
         // `--converge-only`: nothing measured after memory at rest.
         for r in rows {
@@ -107,6 +115,48 @@ pub fn print(rows: &[Row]) {
     }
     if rows.iter().any(|r| !r.sharded.is_empty()) {
         print_sharded(rows);
+    }
+}
+
+/// The control plane's CPU seconds in the floor and in each phase, by process, and the
+/// whole control plane's against the floor's: how much more work the API server and the
+/// rest were given, beside the host's own CPU.
+fn print_control(rows: &[Row]) {
+    println!();
+    println!(
+        "| objects | work | {} | all | × floor's | host | all + host, % of the cores |",
+        COMPONENTS.join(" | ")
+    );
+    println!(
+        "|---|---|{}---|---|---|---|",
+        "---|".repeat(COMPONENTS.len())
+    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    for r in rows {
+        let floor_all = total(&r.floor_control);
+        let line = |work: String, spent: &BTreeMap<String, f64>, host: f64, secs: f64| {
+            let each: Vec<String> = COMPONENTS
+                .iter()
+                .map(|c| format!("{:.1}", spent.get(*c).copied().unwrap_or(0.0)))
+                .collect();
+            let all = total(spent);
+            println!(
+                "| {} | {work} | {} | {all:.1} | {:.2} | {host:.1} | {:.0} |",
+                r.objects,
+                each.join(" | "),
+                all / floor_all,
+                (all + host) / (secs * cores) * 100.0
+            );
+        };
+        line("floor".into(), &r.floor_control, 0.0, r.floor_s);
+        for p in &r.phases {
+            line(
+                format!("size {}", p.size),
+                &p.control,
+                p.spent.cpu_s,
+                p.secs,
+            );
+        }
     }
 }
 
@@ -179,6 +229,7 @@ pub fn write_json(rows: &[Row]) {
         "machine": {"cpus": std::thread::available_parallelism().map_or(0, |n| n.get()), "model": model},
         "rows": rows.iter().map(|r| json!({
             "objects": r.objects, "floor_s": r.floor_s, "rest_mib": r.rest_mib,
+            "floor_control_plane_cpu_s": r.floor_control,
             "latency_ms": {"p50": quantile(&r.latency_ms, 0.5), "p99": quantile(&r.latency_ms, 0.99), "samples": r.latency_ms.len()},
             "event_to_action_ms": {"p50": quantile(&r.action.total_ms, 0.5), "p99": quantile(&r.action.total_ms, 0.99), "samples": r.action.total_ms.len(),
                 "apiserver_delete_p50": quantile(&r.action.delete_ms, 0.5), "apiserver_delete_p99": quantile(&r.action.delete_ms, 0.99),
@@ -196,6 +247,7 @@ pub fn write_json(rows: &[Row]) {
             "phases": r.phases.iter().map(|p| json!({
                 "size": p.size, "secs": p.secs, "ratio_to_floor": p.secs / r.floor_s, "host_cpu_s": p.spent.cpu_s,
                 "peak_mib": p.peak_mib, "most_pods": p.most, "requests": p.spent.requests,
+                "control_plane_cpu_s": p.control,
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     });
