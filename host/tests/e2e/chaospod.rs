@@ -34,6 +34,15 @@ async fn live_names(pods: &Api<Pod>) -> BTreeSet<String> {
         .collect()
 }
 
+/// Applies ChaosPod `name` in `default` with `spec`.
+async fn apply_chaos(client: &kube::Client, name: &str, spec: serde_json::Value) {
+    let chaos = json!({"apiVersion": "app.example.com/v1alpha1", "kind": "ChaosPod",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec});
+    apply(client, &chaospod_resource(), "default", &chaos)
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn chaos_kills_only_matches_within_budget_and_spares_the_host() {
     let cluster = Cluster::start("chaospod");
@@ -61,11 +70,12 @@ async fn chaos_kills_only_matches_within_budget_and_spares_the_host() {
         make_pod(&pods, name).await;
     }
     // A dry run first: it reports but deletes nothing.
-    apply(&client, &ar, "default", &json!({"apiVersion": "app.example.com/v1alpha1", "kind": "ChaosPod",
-        "metadata": {"name": "dry", "namespace": "default"},
-        "spec": {"prefix": "bystander-", "intervalSeconds": 1, "maxKillsPerRun": 2, "dryRun": true}}))
-    .await
-    .unwrap();
+    apply_chaos(
+        &client,
+        "dry",
+        json!({"prefix": "bystander-", "intervalSeconds": 1, "maxKillsPerRun": 2, "dryRun": true}),
+    )
+    .await;
     let chaos_api: Api<kube::api::DynamicObject> =
         Api::namespaced_with(client.clone(), "default", &ar);
     eventually(Duration::from_secs(60), "dry run reports victims", || {
@@ -82,16 +92,12 @@ async fn chaos_kills_only_matches_within_budget_and_spares_the_host() {
     );
 
     // Aimed at the host's own pod: every plan refused, the pod alive, nothing of the budget spent.
-    apply(
+    apply_chaos(
         &client,
-        &ar,
-        "default",
-        &json!({"apiVersion": "app.example.com/v1alpha1", "kind": "ChaosPod",
-        "metadata": {"name": "at-the-host", "namespace": "default"},
-        "spec": {"prefix": "wasmop-host", "intervalSeconds": 1, "maxKillsPerRun": 1}}),
+        "at-the-host",
+        json!({"prefix": "wasmop-host", "intervalSeconds": 1, "maxKillsPerRun": 1}),
     )
-    .await
-    .unwrap();
+    .await;
     eventually(
         Duration::from_secs(60),
         "a plan deleting the host's own pod refused",
@@ -108,16 +114,12 @@ async fn chaos_kills_only_matches_within_budget_and_spares_the_host() {
 
     // The real thing: every second, two victims among `victim-*`; the budget allows 3 a minute,
     // so the first run deletes two and the next is refused.
-    apply(
+    apply_chaos(
         &client,
-        &ar,
-        "default",
-        &json!({"apiVersion": "app.example.com/v1alpha1", "kind": "ChaosPod",
-        "metadata": {"name": "chaos", "namespace": "default"},
-        "spec": {"prefix": "victim-", "intervalSeconds": 1, "maxKillsPerRun": 2}}),
+        "chaos",
+        json!({"prefix": "victim-", "intervalSeconds": 1, "maxKillsPerRun": 2}),
     )
-    .await
-    .unwrap();
+    .await;
     eventually(
         Duration::from_secs(60),
         "the budget is spent and a plan refused",
