@@ -20,14 +20,24 @@ use tokio::sync::watch;
 
 const FLOOR_LABEL: &str = "bench=floor";
 
-/// The floor's pods (not terminating) and how many of them run, once the watch has listed.
-type Counts = watch::Receiver<Option<(usize, usize)>>;
+/// The floor's pods (not terminating) and how many of them run, once the watch has listed;
+/// the watch stops when this is dropped.
+struct Counts {
+    counts: watch::Receiver<Option<(usize, usize)>>,
+    watching: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Counts {
+    fn drop(&mut self) {
+        self.watching.abort();
+    }
+}
 
 /// Counts the floor's pods and the Running ones, from one watch.
 fn count_pods(client: &Client) -> Counts {
-    let (tx, rx) = watch::channel(None);
+    let (tx, counts) = watch::channel(None);
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    tokio::spawn(async move {
+    let watching = tokio::spawn(async move {
         let mut events = watcher(api, watcher::Config::default().labels(FLOOR_LABEL))
             .default_backoff()
             .boxed();
@@ -64,14 +74,16 @@ fn count_pods(client: &Client) -> Counts {
             }
         }
     });
-    rx
+    Counts { counts, watching }
 }
 
 /// Waits (at most 15 minutes) until the count says `ok`.
 async fn wait_for(counts: &mut Counts, what: &str, ok: impl Fn(usize, usize) -> bool) {
     tokio::time::timeout(
         Duration::from_secs(900),
-        counts.wait_for(|c| c.is_some_and(|(live, running)| ok(live, running))),
+        counts
+            .counts
+            .wait_for(|c| c.is_some_and(|(live, running)| ok(live, running))),
     )
     .await
     .unwrap_or_else(|_| panic!("floor pods never {what}"))

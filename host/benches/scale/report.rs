@@ -92,7 +92,7 @@ pub fn print(rows: &[Row]) {
     println!("|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {:.0} | {:.1} / {:.1} ({:.1} / {:.1}; {:.1} / {:.1}) | {:.0} / {:.0} | {:.2} | {:.1} ({:.1}) | {:.2} | {:.1} |",
+            "| {} | {:.0} | {:.1} / {:.1} ({:.1} / {:.1}; {:.1} / {:.1}) | {:.0} / {:.0} | {:.2} | {:.1} ({:.1}) | {:.2} | {} |",
             r.objects,
             r.rest_mib,
             quantile(&r.action.total_ms, 0.5),
@@ -107,7 +107,12 @@ pub fn print(rows: &[Row]) {
             r.swap.all_s,
             r.swap.p99_s,
             r.swap.pass_s,
-            r.swap.all_s / r.swap.pass_s
+            // No swap in the smoke run: nothing to divide.
+            if r.swap.pass_s > 0.0 {
+                format!("{:.1}", r.swap.all_s / r.swap.pass_s)
+            } else {
+                "-".to_string()
+            }
         );
     }
     if rows.iter().any(|r| r.shadow.plain_s > 0.0) {
