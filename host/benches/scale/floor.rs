@@ -2,101 +2,38 @@
 //! the host has reconciles, and the time until kwok has them all Running. What the API
 //! server, the scheduler and kwok need for the work, with no operator in between.
 //!
-//! Running pods are counted by a watch started before the first create, as the host's
-//! phases are (by the pod tracker's watch): polling lists of thousands of pods every few
-//! hundred milliseconds would give the API server work of the benchmark's own inside the
-//! floor.
+//! Running pods are counted by a pod tracker's watch, as the host's phases are: polling lists
+//! of thousands of pods every few hundred milliseconds would give the API server work of the
+//! benchmark's own inside the floor.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use tokio::sync::watch;
 
-const FLOOR_LABEL: &str = "bench=floor";
+use crate::tracker::Tracker;
 
-/// The floor's pods (not terminating) and how many of them run, once the watch has listed;
-/// the watch stops when this is dropped.
-struct Counts {
-    counts: watch::Receiver<Option<(usize, usize)>>,
-    watching: tokio::task::JoinHandle<()>,
-}
+/// The floor's pods carry `bench=floor`: the tracker counts them under the owner `floor`.
+const KEY: &str = "bench";
+const OWNER: &str = "floor";
 
-impl Drop for Counts {
-    fn drop(&mut self) {
-        self.watching.abort();
+/// Waits (at most 15 minutes, looking every 50 ms at the tracker's state) until `done`.
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while !done() {
+        assert!(Instant::now() < deadline, "floor pods never {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-/// Counts the floor's pods and the Running ones, from one watch.
-fn count_pods(client: &Client) -> Counts {
-    let (tx, counts) = watch::channel(None);
+/// Creates `pods` pods with `in_flight` requests at once; the seconds until all run. They
+/// stay, with the tracker that counted them: [`remove`] deletes them.
+pub async fn floor(client: &Client, pods: usize, in_flight: usize) -> (f64, Tracker) {
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let watching = tokio::spawn(async move {
-        let mut events = watcher(api, watcher::Config::default().labels(FLOOR_LABEL))
-            .default_backoff()
-            .boxed();
-        let (mut live, mut running) = (HashSet::new(), HashSet::new());
-        while let Some(e) = events.next().await {
-            match e {
-                Ok(watcher::Event::Apply(p)) | Ok(watcher::Event::InitApply(p)) => {
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    let runs =
-                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                    if p.metadata.deletion_timestamp.is_some() {
-                        live.remove(&name);
-                        running.remove(&name);
-                    } else {
-                        live.insert(name.clone());
-                        if runs {
-                            running.insert(name);
-                        } else {
-                            running.remove(&name);
-                        }
-                    }
-                }
-                Ok(watcher::Event::Delete(p)) => {
-                    let name = p.metadata.name.unwrap_or_default();
-                    live.remove(&name);
-                    running.remove(&name);
-                }
-                // Counted once the first list is complete, then at every change.
-                Ok(watcher::Event::InitDone) => {}
-                _ => continue,
-            }
-            if tx.send(Some((live.len(), running.len()))).is_err() {
-                return;
-            }
-        }
-    });
-    Counts { counts, watching }
-}
-
-/// Waits (at most 15 minutes) until the count says `ok`.
-async fn wait_for(counts: &mut Counts, what: &str, ok: impl Fn(usize, usize) -> bool) {
-    tokio::time::timeout(
-        Duration::from_secs(900),
-        counts
-            .counts
-            .wait_for(|c| c.is_some_and(|(live, running)| ok(live, running))),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("floor pods never {what}"))
-    .expect("the floor's pod watch ended");
-}
-
-/// Creates `pods` pods with `in_flight` requests at once; the seconds until all run
-/// (they stay: [`remove`] deletes them).
-pub async fn floor(client: &Client, pods: usize, in_flight: usize) -> f64 {
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let mut counts = count_pods(client);
-    // The watch has listed (nothing yet) before the clock starts.
-    wait_for(&mut counts, "listed", |_, _| true).await;
+    let tracker = Tracker::start_by(client.clone(), KEY);
     let started = Instant::now();
     let failed = futures::stream::iter(0..pods)
         .map(|i| {
@@ -104,7 +41,7 @@ pub async fn floor(client: &Client, pods: usize, in_flight: usize) -> f64 {
             async move {
                 let pod: Pod = serde_json::from_value(json!({
                     "apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": format!("floor-{i}"), "labels": {"bench": "floor"}},
+                    "metadata": {"name": format!("floor-{i}"), "labels": {KEY: OWNER}},
                     "spec": {"containers": [{"name": "busybox", "image": "busybox",
                                              "command": ["sleep", "3600"]}]}
                 }))
@@ -117,24 +54,22 @@ pub async fn floor(client: &Client, pods: usize, in_flight: usize) -> f64 {
         .count()
         .await;
     assert_eq!(failed, 0, "the floor's creates failed");
-    wait_for(
-        &mut counts,
-        &format!("reached {pods} Running"),
-        |live, running| live == pods && running == pods,
-    )
+    wait_until(&format!("reached {pods} Running"), || {
+        tracker.all_at(&[OWNER.to_string()], pods)
+    })
     .await;
-    started.elapsed().as_secs_f64()
+    (started.elapsed().as_secs_f64(), tracker)
 }
 
-/// Deletes the floor's pods and waits until they are gone.
-pub async fn remove(client: &Client) {
+/// Deletes the floor's pods, waits until `tracker` saw them all go, and stops its watch.
+pub async fn remove(client: &Client, tracker: Tracker) {
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let mut counts = count_pods(client);
     api.delete_collection(
         &DeleteParams::default(),
-        &ListParams::default().labels(FLOOR_LABEL),
+        &ListParams::default().labels(&format!("{KEY}={OWNER}")),
     )
     .await
     .unwrap();
-    wait_for(&mut counts, "went away", |live, _| live == 0).await;
+    wait_until("went away", || tracker.live(OWNER).is_empty()).await;
+    tracker.stop();
 }

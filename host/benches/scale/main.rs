@@ -115,9 +115,9 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     let client = cluster.client().await;
     let tracker = tracker::Tracker::start(client.clone());
     let before = control::look(&cluster.state);
-    let floor_s = floor::floor(&client, n * 3, in_flight()).await;
+    let (floor_s, floor_pods) = floor::floor(&client, n * 3, in_flight()).await;
     let floor_control = control::between(&before, &control::look(&cluster.state));
-    floor::remove(&client).await;
+    floor::remove(&client, floor_pods).await;
     println!("{n}: floor {floor_s:.1} s for {} pods", n * 3);
 
     let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);

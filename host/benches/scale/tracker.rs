@@ -4,7 +4,7 @@
 //! watch sees every change in order, so nothing between two looks is missed.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -13,6 +13,7 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::broadcast;
+use tokio::task::AbortHandle;
 
 /// The label PodReplica puts on its pods (value: the PodReplica's name).
 pub const LABEL: &str = "app.example.com/podreplica";
@@ -27,25 +28,36 @@ struct State {
     most: usize,
 }
 
-/// A running tracker; stops with the process.
+/// A running tracker; stops with the process, or at [`Tracker::stop`].
 #[derive(Clone)]
 pub struct Tracker {
     state: Arc<Mutex<State>>,
     created: broadcast::Sender<(String, Instant)>,
+    /// The label whose value names a pod's owner.
+    key: &'static str,
+    watching: Arc<OnceLock<AbortHandle>>,
 }
 
 impl Tracker {
-    /// Starts watching the pods of namespace `default`.
+    /// Starts watching the PodReplica pods of namespace `default`.
     pub fn start(client: Client) -> Tracker {
+        Self::start_by(client, LABEL)
+    }
+
+    /// Starts watching the pods of namespace `default` that carry label `key`, each counted
+    /// under that label's value as its owner.
+    pub fn start_by(client: Client, key: &'static str) -> Tracker {
         let (created, _) = broadcast::channel(4096);
         let tracker = Tracker {
             state: Arc::default(),
             created,
+            key,
+            watching: Arc::default(),
         };
         let t = tracker.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let pods: Api<Pod> = Api::namespaced(client, "default");
-            let mut events = watcher(pods, watcher::Config::default().labels(LABEL))
+            let mut events = watcher(pods, watcher::Config::default().labels(key))
                 .default_backoff()
                 .boxed();
             while let Some(e) = events.next().await {
@@ -56,11 +68,19 @@ impl Tracker {
                 }
             }
         });
+        let _ = tracker.watching.set(task.abort_handle());
         tracker
     }
 
+    /// Stops the watch.
+    pub fn stop(&self) {
+        if let Some(task) = self.watching.get() {
+            task.abort();
+        }
+    }
+
     fn seen(&self, pod: &Pod) {
-        let (Some(owner), Some(name)) = (owner_of(pod), pod.metadata.name.clone()) else {
+        let (Some(owner), Some(name)) = (self.owner_of(pod), pod.metadata.name.clone()) else {
             return;
         };
         if pod.metadata.deletion_timestamp.is_some() {
@@ -85,7 +105,7 @@ impl Tracker {
     }
 
     fn gone(&self, pod: &Pod) {
-        let (Some(owner), Some(name)) = (owner_of(pod), pod.metadata.name.as_ref()) else {
+        let (Some(owner), Some(name)) = (self.owner_of(pod), pod.metadata.name.as_ref()) else {
             return;
         };
         let mut st = self.state.lock().unwrap();
@@ -123,12 +143,12 @@ impl Tracker {
         most
     }
 
+    fn owner_of(&self, pod: &Pod) -> Option<String> {
+        pod.metadata.labels.as_ref()?.get(self.key).cloned()
+    }
+
     /// New pods as they appear: (PodReplica name, when the watch showed it).
     pub fn created(&self) -> broadcast::Receiver<(String, Instant)> {
         self.created.subscribe()
     }
-}
-
-fn owner_of(pod: &Pod) -> Option<String> {
-    pod.metadata.labels.as_ref()?.get(LABEL).cloned()
 }

@@ -43,6 +43,17 @@ async fn apply_chaos(client: &kube::Client, name: &str, spec: serde_json::Value)
         .unwrap();
 }
 
+/// Waits (at most a minute) until the host's metrics count a plan refused by guard `rule`.
+async fn refused_by(host: &Host, rule: &str) {
+    let label = format!("rule=\"{rule}\"");
+    eventually(
+        Duration::from_secs(60),
+        &format!("a plan refused by {rule}"),
+        || async { host.http_get("/metrics")?.1.contains(&label).then_some(()) },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn chaos_kills_only_matches_within_budget_and_spares_the_host() {
     let cluster = Cluster::start("chaospod");
@@ -98,15 +109,7 @@ async fn chaos_kills_only_matches_within_budget_and_spares_the_host() {
         json!({"prefix": "wasmop-host", "intervalSeconds": 1, "maxKillsPerRun": 1}),
     )
     .await;
-    eventually(
-        Duration::from_secs(60),
-        "a plan deleting the host's own pod refused",
-        || async {
-            let (_, metrics) = host.http_get("/metrics")?;
-            metrics.contains("rule=\"own-pod\"").then_some(())
-        },
-    )
-    .await;
+    refused_by(&host, "own-pod").await;
     assert!(
         live_names(&pods).await.contains("wasmop-host"),
         "the host's own pod was deleted"
@@ -120,15 +123,7 @@ async fn chaos_kills_only_matches_within_budget_and_spares_the_host() {
         json!({"prefix": "victim-", "intervalSeconds": 1, "maxKillsPerRun": 2}),
     )
     .await;
-    eventually(
-        Duration::from_secs(60),
-        "the budget is spent and a plan refused",
-        || async {
-            let log = host.log_text();
-            log.contains("delete-budget").then_some(())
-        },
-    )
-    .await;
+    refused_by(&host, "delete-budget").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let left = live_names(&pods).await;
     let killed: Vec<&str> = ["victim-a", "victim-b", "victim-c", "victim-d", "victim-e"]
