@@ -3,7 +3,8 @@
 //! and 1,000 PodReplicas by default) on a fresh control plane: the floor, convergence of
 //! every PodReplica at size 3, rescaled to 5 and to 2 (seconds, ratio to the floor, host CPU,
 //! API requests by verb, peak memory, the control plane's CPU beside the floor's), memory at rest, delete → create sent (event → action,
-//! from the API server's audit log) and delete → replacement seen, and a
+//! from the API server's audit log, and inside the host from its own histogram) and delete →
+//! replacement seen, and a
 //! hot swap to v2 under load, and the cost of a shadow candidate (the same rescale without and
 //! with one). For the largest size, the scale row: the same objects converged by 1, 2 and 3
 //! sharded replicas (`--replicas`), with each replica's share and memory. Prints a table and
@@ -11,7 +12,8 @@
 //!
 //! `--smoke` (in `make test`): 100 PodReplicas, asserts correctness only (all converge, no
 //! PodReplica ever over the size it was given, each of 10 deleted pods replaced by one host
-//! create that the audit log shows after its delete), no timings, no JSON.
+//! create that the audit log shows after its delete and that the host's own event → action
+//! histogram counts), no timings, no JSON.
 //!
 //! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only]`.
 //! `--converge-only`: the floor, the three phases and the memory at rest, nothing after.
@@ -26,6 +28,7 @@ mod converge;
 mod cost;
 mod floor;
 mod latency;
+mod reaction;
 mod replicas;
 mod report;
 mod shadow;
@@ -156,6 +159,7 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (rest_mib, _) = cost::memory_mib(&host);
+    let reactions_before = reaction::look(&host);
     let lat = if converge_only {
         Default::default()
     } else {
@@ -166,6 +170,15 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     };
     // Panics unless the audit log shows a pod create after every delete.
     let action = audit::delete_to_create_ms(&cluster.state, &lat.victims).await;
+    let host_action = reaction::between(&reactions_before, &reaction::look(&host));
+    // Each deleted pod's change made the host decide and create its replacement: every
+    // sample is one reaction in the host's histogram.
+    assert!(
+        host_action.count() >= lat.victims.len() as u64,
+        "the host timed {} reactions for {} deleted pods",
+        host_action.count(),
+        lat.victims.len()
+    );
     let (swap, shadow) = if smoke || converge_only {
         Default::default()
     } else {
@@ -181,6 +194,7 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
         rest_mib,
         latency_ms: lat.replacement_ms,
         action,
+        host_action,
         swap,
         shadow,
         sharded: Vec::new(),
@@ -202,7 +216,7 @@ async fn main() {
     report::print(&rows);
     if a.smoke {
         println!(
-            "bench-scale smoke: every PodReplica converged at 3, 5 and 2; none ever over its size; every deleted pod replaced, each create in the audit log"
+            "bench-scale smoke: every PodReplica converged at 3, 5 and 2; none ever over its size; every deleted pod replaced, each create in the audit log and in the host's event → action histogram"
         );
     } else {
         report::write_json(&rows);

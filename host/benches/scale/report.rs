@@ -41,6 +41,9 @@ pub struct Row {
     /// Delete received → the host's create received, by the API server's audit log:
     /// event → action.
     pub action: crate::audit::EventToAction,
+    /// The same reactions inside the host: its `wasmop_event_to_action_seconds` histogram
+    /// over the samples (a pod's change reaching its cache → the replacement's create).
+    pub host_action: crate::reaction::Reactions,
     /// The hot swap.
     pub swap: crate::swap::Swap,
     /// The cost of a shadow candidate.
@@ -87,12 +90,12 @@ pub fn print(rows: &[Row]) {
     }
     println!();
     println!(
-        "| objects | RSS at rest MiB | event → action p50 / p99 ms (the API server's delete; after it) | delete → replacement seen p50 / p99 ms | push → verdict s | verdict → all on v2 s (p99 per object) | a pass writing nothing s | × that pass |"
+        "| objects | RSS at rest MiB | event → action p50 / p99 ms (the API server's delete; after it) | in the host p50 / p99 ms at most | delete → replacement seen p50 / p99 ms | push → verdict s | verdict → all on v2 s (p99 per object) | a pass writing nothing s | × that pass |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {:.0} | {:.1} / {:.1} ({:.1} / {:.1}; {:.1} / {:.1}) | {:.0} / {:.0} | {:.2} | {:.1} ({:.1}) | {:.2} | {} |",
+            "| {} | {:.0} | {:.1} / {:.1} ({:.1} / {:.1}; {:.1} / {:.1}) | {:.0} / {:.0} | {:.0} / {:.0} | {:.2} | {:.1} ({:.1}) | {:.2} | {} |",
             r.objects,
             r.rest_mib,
             quantile(&r.action.total_ms, 0.5),
@@ -101,6 +104,8 @@ pub fn print(rows: &[Row]) {
             quantile(&r.action.delete_ms, 0.99),
             quantile(&r.action.after_delete_ms, 0.5),
             quantile(&r.action.after_delete_ms, 0.99),
+            r.host_action.at_most_ms(0.5),
+            r.host_action.at_most_ms(0.99),
             quantile(&r.latency_ms, 0.5),
             quantile(&r.latency_ms, 0.99),
             r.swap.push_s,
@@ -238,7 +243,9 @@ pub fn write_json(rows: &[Row]) {
             "latency_ms": {"p50": quantile(&r.latency_ms, 0.5), "p99": quantile(&r.latency_ms, 0.99), "samples": r.latency_ms.len()},
             "event_to_action_ms": {"p50": quantile(&r.action.total_ms, 0.5), "p99": quantile(&r.action.total_ms, 0.99), "samples": r.action.total_ms.len(),
                 "apiserver_delete_p50": quantile(&r.action.delete_ms, 0.5), "apiserver_delete_p99": quantile(&r.action.delete_ms, 0.99),
-                "after_delete_p50": quantile(&r.action.after_delete_ms, 0.5), "after_delete_p99": quantile(&r.action.after_delete_ms, 0.99)},
+                "after_delete_p50": quantile(&r.action.after_delete_ms, 0.5), "after_delete_p99": quantile(&r.action.after_delete_ms, 0.99),
+                "in_host_p50_at_most": r.host_action.at_most_ms(0.5), "in_host_p99_at_most": r.host_action.at_most_ms(0.99),
+                "in_host_samples": r.host_action.count()},
             "swap": {"push_to_verdict_s": r.swap.push_s, "verdict_to_all_s": r.swap.all_s,
                 "p99_per_object_s": r.swap.p99_s, "pass_without_writes_s": r.swap.pass_s},
             "shadow": {"rescale_s": r.shadow.plain_s, "rescale_cpu_s": r.shadow.plain_cpu_s,

@@ -174,6 +174,9 @@ pub struct Context {
     pub shard: Option<String>,
     /// Holds back status-only writes that come too soon after the last one.
     pub status_pacer: super::pacer::StatusPacer,
+    /// When a related change first asked for each primary's next decision (the start of
+    /// `wasmop_event_to_action_seconds`).
+    pub triggers: Arc<super::triggers::Triggers>,
 }
 
 #[cfg(test)]

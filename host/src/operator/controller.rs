@@ -138,6 +138,7 @@ pub async fn run_controller(
     let primary_store = controller.store();
     slot.set_primaries(primary_store.clone());
     let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
+    let triggers = Arc::new(super::triggers::Triggers::default());
     let mut related = Vec::new();
     let mut listed = Vec::new();
     // Held until the controller stops: its callbacks stay on the shared caches till then.
@@ -157,15 +158,24 @@ pub async fn run_controller(
             primaries: primary_store.clone(),
             primary: primary_ar.clone(),
         };
+        let asked = triggers.clone();
         // After the cache and the index took the event in: expectations first, then the
-        // primaries it concerns are queued (their decision reads what the tap settled).
+        // primaries it concerns are queued (their decision reads what the tap settled), each
+        // with the time it was asked for before it is queued.
         subscriptions.push(cache.subscribe(Box::new(move |e| {
             tap(e);
+            // The initial list (and a relist) is no change of the object: not timed.
+            let changed = matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_));
             if let watcher::Event::Apply(o)
             | watcher::Event::Delete(o)
             | watcher::Event::InitApply(o) = e
             {
+                let now = std::time::Instant::now();
                 for p in route.primaries_of(o) {
+                    if changed {
+                        let ns = p.namespace.as_deref().unwrap_or("");
+                        asked.asked(format!("{ns}/{}", p.name), now);
+                    }
                     let _ = trigger.unbounded_send(p);
                 }
             }
@@ -207,6 +217,7 @@ pub async fn run_controller(
         cases: deps.cases.clone(),
         shard: deps.shard.clone(),
         status_pacer: super::pacer::StatusPacer::new(deps.status_interval, deps.status_settle),
+        triggers,
     });
 
     let readiness = {

@@ -32,6 +32,7 @@ pub mod plugins;
 pub mod reconcile;
 pub mod seen;
 pub mod sharded;
+pub mod triggers;
 pub mod unguarded;
 
 use std::sync::Arc;

@@ -207,6 +207,8 @@ async fn reconcile_with(
         Prepared::Decide(entry) => entry,
         Prepared::Done(action) => return Ok(action),
     };
+    // The changes that asked for a decision until now are answered by this one.
+    let asked = ctx.triggers.take(&object_key(obj));
     let (observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
     let plan = match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
         Decided::Plan(plan) => plan,
@@ -235,7 +237,7 @@ async fn reconcile_with(
     {
         return Ok(Action::requeue(wait));
     }
-    let verdict = match execute_plan(ctx, plugin, obj, &pref, &steps, &plan).await {
+    let verdict = match execute_plan(ctx, plugin, (obj, &pref), &steps, &plan, asked).await {
         Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
             Err(Violation::new("api-server", s.message))
         }
@@ -281,20 +283,31 @@ async fn refused(
 }
 
 /// Carries out the checked steps, then the status and the Events. Every write that
-/// succeeded is expected in the caches, also when a later one fails.
+/// succeeded is expected in the caches, also when a later one fails. `asked`: when a
+/// related change first asked for this decision; its first object write ends that wait
+/// (`wasmop_event_to_action_seconds`).
 async fn execute_plan(
     ctx: &Context,
     plugin: &LoadedPlugin,
-    obj: &DynamicObject,
-    pref: &PrimaryRef,
+    (obj, pref): (&DynamicObject, &PrimaryRef),
     steps: &[Step],
     plan: &Plan,
+    asked: Option<Instant>,
 ) -> Result<(), Failure> {
     let info = &plugin.info;
     if ctx.guard.config().enforce
         && let Err(v) = execute::check_adoption(&ctx.writer, info, pref, steps).await?
     {
         return Err(Failure::Rejected(v));
+    }
+    if let Some(at) = asked.filter(|_| !steps.is_empty()) {
+        ctx.metrics
+            .event_to_action_seconds
+            .get_or_create(&crate::ops::metrics::PluginLabels::new(
+                &info.name,
+                &info.version,
+            ))
+            .observe(at.elapsed().as_secs_f64());
     }
     execute::run_steps(&ctx.writer, &info.name, steps, &mut |written| {
         seen::record(ctx, &pref.uid, written)

@@ -7,7 +7,8 @@
 //!
 //! Names as exposed (counters get the `_total` suffix from the OpenMetrics rules):
 //! `wasmop_reconciles_total`, `wasmop_reconcile_errors_total`,
-//! `wasmop_reconcile_duration_seconds`, `wasmop_sandbox_call_duration_seconds`,
+//! `wasmop_reconcile_duration_seconds`, `wasmop_event_to_action_seconds`,
+//! `wasmop_sandbox_call_duration_seconds`,
 //! `wasmop_sandbox_timeouts_total`, `wasmop_sandbox_traps_total`,
 //! `wasmop_rejected_plans_total`, `wasmop_queue_depth`, `wasmop_plugin_loads_total`,
 //! `wasmop_leader`, `wasmop_api_requests_total`, `wasmop_cached_objects`,
@@ -146,6 +147,17 @@ fn duration_histogram() -> Histogram {
     Histogram::new(duration_buckets())
 }
 
+/// Upper bounds of `wasmop_event_to_action_seconds`, in seconds: fine around the tens of
+/// milliseconds a reaction should take (50 ms is the target), coarse up to 30 s.
+pub const ACTION_BUCKETS: [f64; 18] = [
+    0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0, 30.0,
+];
+
+fn action_histogram() -> Histogram {
+    Histogram::new(ACTION_BUCKETS)
+}
+
 /// All metrics of the host and the registry they are exposed from.
 ///
 /// Metric handles share their state with the registry: updating a field is what
@@ -161,6 +173,9 @@ pub struct Metrics {
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// Wall time of a whole reconcile: observe, sandbox call, guard and execution.
     pub reconcile_duration_seconds: Family<PluginLabels, Histogram>,
+    /// From a related object's change reaching the host's cache to the first object write
+    /// (create, apply or delete) of the decision it caused: queue, gate, decision, guard.
+    pub event_to_action_seconds: Family<PluginLabels, Histogram>,
     /// Wall time of one call into the sandbox (instantiation plus the export).
     pub sandbox_call_duration_seconds: Family<PluginLabels, Histogram>,
     /// Sandbox calls interrupted at their deadline.
@@ -242,6 +257,8 @@ impl Metrics {
             Family::<PluginLabels, Histogram>::new_with_constructor(duration_histogram as _);
         let sandbox_call_duration_seconds =
             Family::<PluginLabels, Histogram>::new_with_constructor(duration_histogram as _);
+        let event_to_action_seconds =
+            Family::<PluginLabels, Histogram>::new_with_constructor(action_histogram as _);
         let sandbox_timeouts = Family::<PluginLabels, Counter>::default();
         let sandbox_traps = Family::<PluginLabels, Counter>::default();
         let rejected_plans = Family::<RejectLabels, Counter>::default();
@@ -265,6 +282,12 @@ impl Metrics {
             "Wall time of a whole reconcile",
             Unit::Seconds,
             reconcile_duration_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "event_to_action",
+            "From a related object's change reaching the host to the first object write of the decision it caused",
+            Unit::Seconds,
+            event_to_action_seconds.clone(),
         );
         registry.register_with_unit(
             "sandbox_call_duration",
@@ -362,6 +385,7 @@ impl Metrics {
             reconciles,
             reconcile_errors,
             reconcile_duration_seconds,
+            event_to_action_seconds,
             sandbox_call_duration_seconds,
             sandbox_timeouts,
             sandbox_traps,
@@ -426,6 +450,7 @@ mod tests {
         m.sandbox_call_duration_seconds
             .get_or_create(&pr)
             .observe(0.00007);
+        m.event_to_action_seconds.get_or_create(&pr).observe(0.012);
 
         let text = m.encode();
         for line in [
@@ -441,6 +466,8 @@ mod tests {
             r#"wasmop_sandbox_call_duration_seconds_bucket{le="0.00005",plugin="podreplica",version="0.1.0"} 0"#,
             r#"wasmop_sandbox_call_duration_seconds_bucket{le="0.0001",plugin="podreplica",version="0.1.0"} 1"#,
             r#"wasmop_sandbox_call_duration_seconds_count{plugin="podreplica",version="0.1.0"} 1"#,
+            r#"wasmop_event_to_action_seconds_bucket{le="0.01",plugin="podreplica",version="0.1.0"} 0"#,
+            r#"wasmop_event_to_action_seconds_bucket{le="0.015",plugin="podreplica",version="0.1.0"} 1"#,
             "# EOF",
         ] {
             assert!(
