@@ -8,14 +8,25 @@
 //! and of the compiler's settings (Cranelift computes the key), so an entry is exactly what
 //! compiling that function again would give. Bounded by bytes: past the cap, the entries
 //! used longest ago go first.
+//!
+//! Packed after each compile ([`FunctionCache::pack`]): the entries arrive one small
+//! allocation each, in the middle of the compiler's own short-lived ones, and thousands of
+//! them scattered over the heap would keep the pages the compile used from going back to
+//! the system. Packed, the values are one allocation and the keys live inside the map's
+//! table (stored as the SHA-256 of the key).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
 
 /// Default cap of the cache: a plugin of 800 KB of wasm leaves about 4 MiB of entries.
 pub const DEFAULT_CAP_BYTES: usize = 64 << 20;
+
+/// Bytes an entry's key takes (its SHA-256, whatever the key's own length).
+pub const KEY_BYTES: usize = 32;
 
 /// An in-memory [`wasmtime::CacheStore`] bounded by bytes, least recently used out first.
 #[derive(Debug)]
@@ -26,12 +37,34 @@ pub struct FunctionCache {
     misses: AtomicU64,
 }
 
+/// One compiled function: as inserted, or packed with the others.
+#[derive(Debug)]
+enum Stored {
+    Loose(Vec<u8>),
+    Packed {
+        arena: Arc<Vec<u8>>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl Stored {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Stored::Loose(v) => v,
+            Stored::Packed { arena, start, len } => &arena[*start..*start + *len],
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Entries {
-    /// Key → (compiled function, the tick of its last use).
-    map: HashMap<Vec<u8>, (Vec<u8>, u64)>,
+    /// SHA-256 of the key → (compiled function, the tick of its last use).
+    map: HashMap<[u8; KEY_BYTES], (Stored, u64)>,
     bytes: usize,
     tick: u64,
+    /// Entries inserted since the last packing.
+    loose: usize,
 }
 
 impl Entries {
@@ -40,21 +73,22 @@ impl Entries {
         if self.bytes <= target {
             return;
         }
-        let mut by_age: Vec<(u64, Vec<u8>)> = self
-            .map
-            .iter()
-            .map(|(k, (_, used))| (*used, k.clone()))
-            .collect();
+        let mut by_age: Vec<(u64, [u8; KEY_BYTES])> =
+            self.map.iter().map(|(k, (_, used))| (*used, *k)).collect();
         by_age.sort_unstable_by_key(|(used, _)| *used);
         for (_, key) in by_age {
             if self.bytes <= target {
                 break;
             }
             if let Some((value, _)) = self.map.remove(&key) {
-                self.bytes -= key.len() + value.len();
+                self.bytes -= KEY_BYTES + value.bytes().len();
             }
         }
     }
+}
+
+fn key_hash(key: &[u8]) -> [u8; KEY_BYTES] {
+    Sha256::digest(key).into()
 }
 
 impl FunctionCache {
@@ -80,18 +114,48 @@ impl FunctionCache {
     pub fn bytes(&self) -> usize {
         self.inner.lock().expect("function cache lock").bytes
     }
+
+    /// Moves every entry into one allocation (and drops what evicted entries left in the
+    /// last one); call it once a compile is over. Nothing to do when no entry came since
+    /// the last packing.
+    pub fn pack(&self) {
+        let mut inner = self.inner.lock().expect("function cache lock");
+        if inner.loose == 0 {
+            return;
+        }
+        let total = inner.map.values().map(|(s, _)| s.bytes().len()).sum();
+        let mut arena = Vec::with_capacity(total);
+        let mut spans = Vec::with_capacity(inner.map.len());
+        for (key, (stored, _)) in &inner.map {
+            let bytes = stored.bytes();
+            spans.push((*key, arena.len(), bytes.len()));
+            arena.extend_from_slice(bytes);
+        }
+        let arena = Arc::new(arena);
+        for (key, start, len) in spans {
+            if let Some((stored, _)) = inner.map.get_mut(&key) {
+                *stored = Stored::Packed {
+                    arena: arena.clone(),
+                    start,
+                    len,
+                };
+            }
+        }
+        inner.loose = 0;
+    }
 }
 
 impl wasmtime::CacheStore for FunctionCache {
     fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
+        let hash = key_hash(key);
         let mut inner = self.inner.lock().expect("function cache lock");
         inner.tick += 1;
         let tick = inner.tick;
-        match inner.map.get_mut(key) {
+        match inner.map.get_mut(&hash) {
             Some((value, used)) => {
                 *used = tick;
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                Some(Cow::Owned(value.clone()))
+                Some(Cow::Owned(value.bytes().to_vec()))
             }
             None => {
                 self.misses.fetch_add(1, Ordering::Relaxed);
@@ -101,17 +165,19 @@ impl wasmtime::CacheStore for FunctionCache {
     }
 
     fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
-        let size = key.len() + value.len();
+        let size = KEY_BYTES + value.len();
         if size > self.cap_bytes {
             return false;
         }
+        let hash = key_hash(key);
         let mut inner = self.inner.lock().expect("function cache lock");
         inner.tick += 1;
         let tick = inner.tick;
-        if let Some((old, _)) = inner.map.insert(key.to_vec(), (value, tick)) {
-            inner.bytes -= key.len() + old.len();
+        if let Some((old, _)) = inner.map.insert(hash, (Stored::Loose(value), tick)) {
+            inner.bytes -= KEY_BYTES + old.bytes().len();
         }
         inner.bytes += size;
+        inner.loose += 1;
         // Past the cap, shrink to three quarters of it: one sort per many inserts.
         if inner.bytes > self.cap_bytes {
             let target = self.cap_bytes / 4 * 3;
@@ -133,18 +199,44 @@ mod tests {
         assert!(cache.insert(b"k1", vec![1, 2, 3]));
         assert_eq!(cache.get(b"k1").as_deref(), Some(&[1u8, 2, 3][..]));
         assert_eq!(cache.hits_and_misses(), (1, 1));
-        assert_eq!(cache.bytes(), 2 + 3);
+        assert_eq!(cache.bytes(), KEY_BYTES + 3);
         // Replacing an entry does not count its bytes twice.
         assert!(cache.insert(b"k1", vec![9; 10]));
-        assert_eq!(cache.bytes(), 2 + 10);
+        assert_eq!(cache.bytes(), KEY_BYTES + 10);
+    }
+
+    #[test]
+    fn packing_keeps_every_entry_and_its_bytes() {
+        let cache = FunctionCache::new(1 << 20);
+        for i in 0..200u32 {
+            assert!(cache.insert(&i.to_le_bytes(), vec![i as u8; 1 + i as usize % 37]));
+        }
+        let before = cache.bytes();
+        cache.pack();
+        assert_eq!(cache.bytes(), before);
+        // A second packing with nothing new changes nothing; entries added after a packing
+        // sit beside the packed ones until the next.
+        cache.pack();
+        assert!(cache.insert(b"late", vec![7; 5]));
+        for i in 0..200u32 {
+            assert_eq!(
+                cache.get(&i.to_le_bytes()).as_deref(),
+                Some(&vec![i as u8; 1 + i as usize % 37][..]),
+                "entry {i}"
+            );
+        }
+        assert_eq!(cache.get(b"late").as_deref(), Some(&[7u8; 5][..]));
+        cache.pack();
+        assert_eq!(cache.get(b"late").as_deref(), Some(&[7u8; 5][..]));
+        assert_eq!(cache.bytes(), before + KEY_BYTES + 5);
     }
 
     #[test]
     fn past_the_cap_the_least_recently_used_go_first() {
-        // Ten entries of 100 bytes (2-byte keys + 98) fill a 1,000-byte cap exactly.
+        // Ten entries of 100 bytes (a key's 32 + 68) fill a 1,000-byte cap exactly.
         let cache = FunctionCache::new(1000);
         for i in 0..10u8 {
-            assert!(cache.insert(&[b'k', i], vec![i; 98]));
+            assert!(cache.insert(&[b'k', i], vec![i; 68]));
         }
         assert_eq!(cache.bytes(), 1000);
         // Entries 0 and 1 are used again: now the most recent.
@@ -152,7 +244,7 @@ mod tests {
         assert!(cache.get(&[b'k', 1]).is_some());
         // One more entry goes past the cap: the cache shrinks to 750 bytes, dropping the
         // four used longest ago (2, 3, 4, 5).
-        assert!(cache.insert(b"kx", vec![0; 98]));
+        assert!(cache.insert(b"kx", vec![0; 68]));
         assert!(cache.bytes() <= 750, "{} bytes", cache.bytes());
         for gone in 2..6u8 {
             assert!(cache.get(&[b'k', gone]).is_none(), "k{gone} kept");
