@@ -173,8 +173,8 @@ pub async fn run_controller(
                 let now = std::time::Instant::now();
                 for p in route.primaries_of(o) {
                     if changed {
-                        let ns = p.namespace.as_deref().unwrap_or("");
-                        asked.asked(format!("{ns}/{}", p.name), now);
+                        let key = super::triggers::key_of(p.namespace.as_deref(), &p.name);
+                        asked.asked(key, now);
                     }
                     let _ = trigger.unbounded_send(p);
                 }

@@ -84,10 +84,9 @@ impl Drop for InFlight {
 }
 
 fn object_key(obj: &DynamicObject) -> String {
-    format!(
-        "{}/{}",
-        obj.metadata.namespace.as_deref().unwrap_or(""),
-        obj.metadata.name.as_deref().unwrap_or("")
+    super::triggers::key_of(
+        obj.metadata.namespace.as_deref(),
+        obj.metadata.name.as_deref().unwrap_or(""),
     )
 }
 
@@ -127,7 +126,7 @@ async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .clone();
     // Counted down on drop too: an abandoned reconcile leaves the gauge right.
     let _in_flight = InFlight::new(in_flight);
-    let result = reconcile_with(&obj, &ctx, &plugin, &role)
+    let result = reconcile_with((&obj, &key), &ctx, &plugin, &role)
         .instrument(span)
         .await;
     ctx.metrics.reconciles.get_or_create(&labels).inc();
@@ -188,7 +187,7 @@ async fn gate(
 }
 
 async fn reconcile_with(
-    obj: &DynamicObject,
+    (obj, key): (&DynamicObject, &str),
     ctx: &Context,
     plugin: &Arc<LoadedPlugin>,
     role: &Role,
@@ -208,7 +207,7 @@ async fn reconcile_with(
         Prepared::Done(action) => return Ok(action),
     };
     // The changes that asked for a decision until now are answered by this one.
-    let asked = ctx.triggers.take(&object_key(obj));
+    let asked = ctx.triggers.take(key);
     let (observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
     let plan = match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
         Decided::Plan(plan) => plan,

@@ -40,6 +40,12 @@ impl Default for Triggers {
     }
 }
 
+/// The key of a primary here and in the per-object backoff: `namespace/name` (an empty
+/// namespace for a cluster-scoped object).
+pub fn key_of(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or(""))
+}
+
 impl Triggers {
     /// Notes that a related change asked at `now` for the primary `key` to be decided,
     /// unless an earlier change still waits for that decision.
