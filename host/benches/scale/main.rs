@@ -1,22 +1,23 @@
 //! `make bench-scale`: the host converging thousands of objects on the local control plane,
 //! against the floor of the same work done by a bare client. For each size (rows 100, 300
-//! and 1,000 PodReplicas by default) on a fresh control plane: the floor, convergence of
-//! every PodReplica at size 3, rescaled to 5 and to 2 (seconds, ratio to the floor, host CPU,
-//! API requests by verb, peak memory, the control plane's CPU beside the floor's), memory at rest, delete → create sent (event → action,
+//! and 1,000 PodReplicas by default) on a fresh control plane: the floor, the operator floor
+//! (the least any operator must send for convergence at size 3, sent by a bare client),
+//! convergence of every PodReplica at size 3, rescaled to 5 and to 2 (seconds, ratio to the
+//! floor and to the operator floor, host CPU, API requests by verb, peak memory, the control
+//! plane's CPU beside the floor's), memory at rest, delete → create sent (event → action,
 //! from the API server's audit log, and inside the host from its own histogram) and delete →
-//! replacement seen, and a
-//! hot swap to v2 under load, and the cost of a shadow candidate (the same rescale without and
+//! replacement seen, and a hot swap to v2 under load, and the cost of a shadow candidate (the same rescale without and
 //! with one). For the largest size, the scale row: the same objects converged by 1, 2 and 3
 //! sharded replicas (`--replicas`), with each replica's share and memory. Prints a table and
 //! writes JSON under `~/.cache/wasmop/bench/`.
 //!
-//! `--smoke` (in `make test`): 100 PodReplicas, asserts correctness only (all converge, no
-//! PodReplica ever over the size it was given, each of 10 deleted pods replaced by one host
-//! create that the audit log shows after its delete and that the host's own event → action
-//! histogram counts), no timings, no JSON.
+//! `--smoke` (in `make test`): 100 PodReplicas, asserts correctness only (all converge, the
+//! operator floor's too, no PodReplica ever over the size it was given, each of 10 deleted
+//! pods replaced by one host create that the audit log shows after its delete and that the
+//! host's own event → action histogram counts), no timings, no JSON.
 //!
 //! Run: `scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only]`.
-//! `--converge-only`: the floor, the three phases and the memory at rest, nothing after.
+//! `--converge-only`: the floors, the three phases and the memory at rest, nothing after.
 
 #[path = "../../tests/support/mod.rs"]
 #[allow(unused_imports)]
@@ -28,6 +29,7 @@ mod converge;
 mod cost;
 mod floor;
 mod latency;
+mod operator_floor;
 mod reaction;
 mod replicas;
 mod report;
@@ -123,13 +125,21 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     floor::remove(&client, floor_pods).await;
     println!("{n}: floor {floor_s:.1} s for {} pods", n * 3);
 
-    let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    let names = converge::names(n);
+    operator_floor::install_crd(&client).await;
     wait_for_crd(&client, &podreplica_resource()).await;
+    let before = control::look(&cluster.state);
+    let op_floor_s =
+        operator_floor::operator_floor(&client, &tracker, &names, 3, in_flight()).await;
+    let op_floor_control = control::between(&before, &control::look(&cluster.state));
+    operator_floor::remove(&client, &tracker, &names).await;
+    println!("{n}: operator floor {op_floor_s:.1} s for {n} PodReplicas at 3");
+
+    let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
     eventually(Duration::from_secs(120), "host ready", || async {
         (host.http_get("/readyz")?.0 == 200).then_some(())
     })
     .await;
-    let names = converge::names(n);
     let mut phases = Vec::new();
     let mut bound = 0;
     for size in [3, 5, 2] {
@@ -190,6 +200,8 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
         objects: n,
         floor_s,
         floor_control,
+        op_floor_s,
+        op_floor_control,
         phases,
         rest_mib,
         latency_ms: lat.replacement_ms,

@@ -32,6 +32,11 @@ pub struct Row {
     pub floor_s: f64,
     /// CPU seconds of each control-plane process during the floor.
     pub floor_control: BTreeMap<String, f64>,
+    /// Seconds the operator floor needed to converge every PodReplica at 3: the least any
+    /// operator must send, sent by a bare client ([`crate::operator_floor`]).
+    pub op_floor_s: f64,
+    /// CPU seconds of each control-plane process during the operator floor.
+    pub op_floor_control: BTreeMap<String, f64>,
     /// Size 3, then 5, then 2.
     pub phases: Vec<Phase>,
     /// Host RSS at rest with everything cached, MiB.
@@ -63,17 +68,27 @@ fn requests(l: &Look) -> String {
 /// Prints the table.
 pub fn print(rows: &[Row]) {
     println!();
-    println!("| objects | floor s | phase | s | × floor | host CPU s | peak MiB | requests |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| objects | floor s | phase | s | × floor | × operator floor | host CPU s | peak MiB | requests |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for r in rows {
+        println!(
+            "| {} | {:.1} | operator floor, size 3 | {:.1} | {:.2} | 1.00 | - | - | - |",
+            r.objects,
+            r.floor_s,
+            r.op_floor_s,
+            r.op_floor_s / r.floor_s
+        );
         for p in &r.phases {
             println!(
-                "| {} | {:.1} | size {} | {:.1} | {:.2} | {:.1} | {:.0} | {} |",
+                "| {} | {:.1} | size {} | {:.1} | {:.2} | {} | {:.1} | {:.0} | {} |",
                 r.objects,
                 r.floor_s,
                 p.size,
                 p.secs,
                 p.secs / r.floor_s,
+                op_floor_ratio(r, p).map_or("-".to_string(), |x| format!("{x:.2}")),
                 p.spent.cpu_s,
                 p.peak_mib,
                 requests(&p.spent)
@@ -128,6 +143,11 @@ pub fn print(rows: &[Row]) {
     }
 }
 
+/// The phase at size 3 against the operator floor (the same end state).
+fn op_floor_ratio(r: &Row, p: &Phase) -> Option<f64> {
+    (p.size == 3 && r.op_floor_s > 0.0).then(|| p.secs / r.op_floor_s)
+}
+
 /// The control plane's CPU seconds in the floor and in each phase, by process, and the
 /// whole control plane's against the floor's: how much more work the API server and the
 /// rest were given, beside the host's own CPU.
@@ -159,6 +179,12 @@ fn print_control(rows: &[Row]) {
             );
         };
         line("floor".into(), &r.floor_control, 0.0, r.floor_s);
+        line(
+            "operator floor, size 3".into(),
+            &r.op_floor_control,
+            0.0,
+            r.op_floor_s,
+        );
         for p in &r.phases {
             line(
                 format!("size {}", p.size),
@@ -240,6 +266,7 @@ pub fn write_json(rows: &[Row]) {
         "rows": rows.iter().map(|r| json!({
             "objects": r.objects, "floor_s": r.floor_s, "rest_mib": r.rest_mib,
             "floor_control_plane_cpu_s": r.floor_control,
+            "operator_floor_s": r.op_floor_s, "operator_floor_control_plane_cpu_s": r.op_floor_control,
             "latency_ms": {"p50": quantile(&r.latency_ms, 0.5), "p99": quantile(&r.latency_ms, 0.99), "samples": r.latency_ms.len()},
             "event_to_action_ms": {"p50": quantile(&r.action.total_ms, 0.5), "p99": quantile(&r.action.total_ms, 0.99), "samples": r.action.total_ms.len(),
                 "apiserver_delete_p50": quantile(&r.action.delete_ms, 0.5), "apiserver_delete_p99": quantile(&r.action.delete_ms, 0.99),
@@ -257,7 +284,8 @@ pub fn write_json(rows: &[Row]) {
                 "rest_mib": s.each.iter().map(|e| e.1).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "phases": r.phases.iter().map(|p| json!({
-                "size": p.size, "secs": p.secs, "ratio_to_floor": p.secs / r.floor_s, "host_cpu_s": p.spent.cpu_s,
+                "size": p.size, "secs": p.secs, "ratio_to_floor": p.secs / r.floor_s,
+                "ratio_to_operator_floor": op_floor_ratio(r, p), "host_cpu_s": p.spent.cpu_s,
                 "peak_mib": p.peak_mib, "most_pods": p.most, "requests": p.spent.requests,
                 "control_plane_cpu_s": p.control,
             })).collect::<Vec<_>>(),
