@@ -1,5 +1,6 @@
 //! The PodReplica decision: compare owned live pods with `spec.size`, create or delete the
-//! difference, replace finished pods, and report the live pods in the status.
+//! difference, replace finished pods, and report the live pods in the status (once no pod
+//! is missing: a plan that creates pods leaves the status to the decision that sees them).
 
 use wasmop_sdk::conditions::{condition, set_condition};
 use wasmop_sdk::k8s::{Identity, delete_ref, rfc3339};
@@ -59,6 +60,12 @@ pub fn reconcile(observed: &Observed) -> Result<Plan, ReconcileError> {
         plan = plan.normal("ScaledUp", format!("creating {missing} pod(s)"));
     }
 
+    // A plan that creates pods leaves the status alone: it could only list the pods from
+    // before the creates, and their creation brings the next decision, whose status lists
+    // them. One status write fewer per scale-up, a third of what converging sends.
+    if live < size {
+        return Ok(plan);
+    }
     let status = status_for(&pr, &owned.live, size, observed.now_unix_ms);
     if pr.status.as_ref() != Some(&status) {
         plan = plan.status(&status);

@@ -70,9 +70,29 @@ fn first_reconcile_creates_all_pods_in_one_plan() {
         pod["spec"]["containers"][0]["command"],
         json!(["sleep", "3600"])
     );
+    assert!(
+        plan.status.is_none(),
+        "a plan creating pods leaves the status to the decision that sees them"
+    );
+}
+
+#[test]
+fn the_pods_once_seen_are_listed_in_the_status() {
+    let pods = vec![
+        pod("a", Some(UID), "Pending", false, "2026-01-01T00:00:01Z"),
+        pod("b", Some(UID), "Pending", false, "2026-01-01T00:00:01Z"),
+    ];
+    let plan = reconcile(&observe(primary(2, None), pods)).unwrap();
+    assert_eq!(creates(&plan), 0);
     let status = plan.status.as_ref().unwrap();
-    assert_eq!(status["replicas"], 0);
-    assert_eq!(status["conditions"][0]["status"], "False");
+    assert_eq!(status["pods"], json!(["a", "b"]));
+    assert_eq!(status["replicas"], 2);
+    assert_eq!(status["readyReplicas"], 0);
+    assert_eq!(status["conditions"][0]["reason"], "PodsNotReady");
+    // One pod gone: the replacement is created, the status waits for it.
+    let plan = reconcile(&observe(primary(2, Some(status.clone())), vec![running("a")])).unwrap();
+    assert_eq!(creates(&plan), 1);
+    assert!(plan.status.is_none());
 }
 
 #[test]
