@@ -87,7 +87,7 @@ fn args() -> Args {
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only]\n  --converge-only: the floor, the three phases and memory at rest only (no latency, swap, shadow or scale row)"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only]\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)"
                 );
                 std::process::exit(0);
             }
@@ -132,6 +132,7 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     let op_floor_s =
         operator_floor::operator_floor(&client, &tracker, &names, 3, in_flight()).await;
     let op_floor_control = control::between(&before, &control::look(&cluster.state));
+    let rewrite_s = operator_floor::rewrite_statuses(&client, &names, in_flight()).await;
     operator_floor::remove(&client, &tracker, &names).await;
     println!("{n}: operator floor {op_floor_s:.1} s for {n} PodReplicas at 3");
 
@@ -202,6 +203,7 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
         floor_control,
         op_floor_s,
         op_floor_control,
+        rewrite_s,
         phases,
         rest_mib,
         latency_ms: lat.replacement_ms,

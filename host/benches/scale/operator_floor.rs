@@ -164,6 +164,32 @@ pub async fn operator_floor(
     started.elapsed().as_secs_f64()
 }
 
+/// Rewrites the status of every PodReplica of `names` once (the message of its condition),
+/// as many writes in flight as the host has reconciles, with no operator running: the least a
+/// hot swap to a version that changes every status must wait for. Seconds.
+pub async fn rewrite_statuses(client: &Client, names: &[String], in_flight: usize) -> f64 {
+    let prs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    // Every PodReplica was created by the operator floor: generation 1.
+    let body = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+        "reason": "AllPodsReady", "message": "rewritten by the benchmark", "observedGeneration": 1,
+        "lastTransitionTime": jiff::Timestamp::now().round(jiff::Unit::Second).unwrap().to_string()}]}});
+    let started = Instant::now();
+    futures::stream::iter(names.iter().cloned())
+        .map(|name| {
+            let (prs, body) = (prs.clone(), &body);
+            async move {
+                prs.patch_status(&name, &PatchParams::default(), &Patch::Merge(body))
+                    .await
+                    .expect("rewriting a status");
+            }
+        })
+        .buffer_unordered(in_flight.max(1))
+        .collect::<()>()
+        .await;
+    started.elapsed().as_secs_f64()
+}
+
 /// The receiver as a stream.
 fn tokio_stream_of<T>(
     mut rx: mpsc::UnboundedReceiver<T>,

@@ -90,7 +90,11 @@ fn the_pods_once_seen_are_listed_in_the_status() {
     assert_eq!(status["readyReplicas"], 0);
     assert_eq!(status["conditions"][0]["reason"], "PodsNotReady");
     // One pod gone: the replacement is created, the status waits for it.
-    let plan = reconcile(&observe(primary(2, Some(status.clone())), vec![running("a")])).unwrap();
+    let plan = reconcile(&observe(
+        primary(2, Some(status.clone())),
+        vec![running("a")],
+    ))
+    .unwrap();
     assert_eq!(creates(&plan), 1);
     assert!(plan.status.is_none());
 }
