@@ -231,23 +231,26 @@ pub async fn check_adoption(
     Ok(Ok(()))
 }
 
-/// Writes the primary's status through the status subresource (server-side apply);
-/// returns the primary as stored.
+/// Writes the primary's desired status through the status subresource, as a JSON merge
+/// patch from `stored` (the status the cache holds, which the gate waited for) to `status`,
+/// with the plugin's field manager; returns the primary as stored. The desired status is
+/// the whole status: what `status` lacks is removed.
 pub async fn write_status(
     client: &Client,
     plugin: &str,
     kind: &KindRef,
     primary: &PrimaryRef,
+    stored: &Value,
     status: &Value,
 ) -> Result<DynamicObject, kube::Error> {
     let api = api_for(client, kind, primary.namespace.as_deref());
-    let body = json!({"apiVersion": primary.api_version, "kind": primary.kind, "status": status});
-    api.patch_status(
-        &primary.name,
-        &PatchParams::apply(&field_manager(plugin)).force(),
-        &Patch::Apply(&body),
-    )
-    .await
+    let params = PatchParams {
+        field_manager: Some(field_manager(plugin)),
+        ..PatchParams::default()
+    };
+    let body = json!({"status": super::merge_patch::between(stored, status)});
+    api.patch_status(&primary.name, &params, &Patch::Merge(&body))
+        .await
 }
 
 /// Sets the host's condition (type `Ready`, status `False`) on the primary's status,

@@ -24,6 +24,7 @@ pub mod finalize;
 pub mod guard;
 pub mod kinds;
 pub mod leading;
+pub mod merge_patch;
 pub mod observed;
 pub mod owners;
 pub mod pacer;

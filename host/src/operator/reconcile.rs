@@ -315,8 +315,10 @@ async fn execute_plan(
     // The cache shows this primary's last status write (the gate waited for it), so a
     // status equal to the cached one would change nothing: no request is sent for it.
     if let Some(status) = plan.status.as_ref().filter(|s| !same_status(obj, s)) {
+        let before = obj.data.get("status").unwrap_or(&Value::Null);
         let stored =
-            execute::write_status(&ctx.writer, &info.name, &info.primary, pref, status).await?;
+            execute::write_status(&ctx.writer, &info.name, &info.primary, pref, before, status)
+                .await?;
         seen::record_primary(ctx, &pref.uid, &info.primary, &stored);
         ctx.status_pacer.wrote(&pref.uid);
     }
