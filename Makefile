@@ -64,7 +64,8 @@ setup:
 host: setup
 	cargo build $(HOST_BUILD) $(HOST_PKGS)
 
-## plugins: build the plugin components with the size profile, plus the test-only variants
+## plugins: build the plugin components with the `plugin` profile (opt-level 2, LTO, stripped),
+## plus the test-only variants
 ## (PodReplica v2 and v3, PodReplica under another name, PodReplica trapping in every
 ## reconcile, a plugin that traps in info(), the hostile plugin declaring more permissions,
 ## for the hot-swap, identity, rollout and principals tests). The variants
