@@ -62,7 +62,7 @@ pub fn reconcile(observed: &Observed) -> Result<Plan, ReconcileError> {
 
     // A plan that creates pods leaves the status alone: it could only list the pods from
     // before the creates, and their creation brings the next decision, whose status lists
-    // them. One status write fewer per scale-up, a third of what converging sends.
+    // them. One status write fewer per scale-up: a third of those converging sent.
     if live < size {
         return Ok(plan);
     }
