@@ -16,6 +16,12 @@ pub fn names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("pr-{i}")).collect()
 }
 
+/// The PodReplica `name` of namespace `default` at `size`, as the benchmark applies it.
+pub fn podreplica(name: &str, size: usize) -> serde_json::Value {
+    json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+        "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}})
+}
+
 /// Applies every PodReplica of `names` with `size` (16 requests in flight); returns the
 /// seconds until all have converged.
 pub async fn apply_and_converge(
@@ -30,9 +36,9 @@ pub async fn apply_and_converge(
         .map(|name| {
             let (client, ar) = (client.clone(), ar.clone());
             async move {
-                let pr = json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
-                    "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}});
-                apply(&client, &ar, "default", &pr).await.is_err()
+                apply(&client, &ar, "default", &podreplica(&name, size))
+                    .await
+                    .is_err()
             }
         })
         .buffer_unordered(16)

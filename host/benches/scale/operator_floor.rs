@@ -19,7 +19,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::converge::wait_converged;
+use crate::converge::{podreplica, wait_converged};
 use crate::support::{apply, podreplica_resource};
 use crate::tracker::{LABEL, Tracker};
 
@@ -80,7 +80,7 @@ pub async fn operator_floor(
         Api::namespaced_with(client.clone(), "default", &podreplica_resource());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let started = Instant::now();
-    let (applied_tx, applied_rx) = mpsc::unbounded_channel::<DynamicObject>();
+    let (applied_tx, mut applied_rx) = mpsc::unbounded_channel::<DynamicObject>();
     let (created_tx, mut created_rx) = mpsc::unbounded_channel::<(String, i64)>();
     // The user's applies, 16 in flight as in the host's phases.
     let applying = {
@@ -91,9 +91,7 @@ pub async fn operator_floor(
                 .map(|name| {
                     let (client, tx) = (client.clone(), applied_tx.clone());
                     async move {
-                        let pr = json!({"apiVersion": "app.example.com/v1alpha1",
-                            "kind": "PodReplica", "metadata": {"name": name, "namespace": "default"},
-                            "spec": {"size": size}});
+                        let pr = podreplica(&name, size);
                         let stored = apply(&client, &podreplica_resource(), "default", &pr)
                             .await
                             .expect("applying a PodReplica");
@@ -109,18 +107,21 @@ pub async fn operator_floor(
     let creating = {
         let pods = pods.clone();
         tokio::spawn(
-            tokio_stream_of(applied_rx).for_each_concurrent(in_flight.max(1), move |pr| {
-                let (pods, tx) = (pods.clone(), created_tx.clone());
-                async move {
-                    for _ in 0..size {
-                        pods.create(&PostParams::default(), &pod_for(&pr))
-                            .await
-                            .expect("creating a pod");
+            futures::stream::poll_fn(move |cx| applied_rx.poll_recv(cx)).for_each_concurrent(
+                in_flight.max(1),
+                move |pr| {
+                    let (pods, tx) = (pods.clone(), created_tx.clone());
+                    async move {
+                        for _ in 0..size {
+                            pods.create(&PostParams::default(), &pod_for(&pr))
+                                .await
+                                .expect("creating a pod");
+                        }
+                        let name = pr.metadata.name.clone().unwrap_or_default();
+                        let _ = tx.send((name, pr.metadata.generation.unwrap_or(1)));
                     }
-                    let name = pr.metadata.name.clone().unwrap_or_default();
-                    let _ = tx.send((name, pr.metadata.generation.unwrap_or(1)));
-                }
-            }),
+                },
+            ),
         )
     };
     // One status per PodReplica once all its pods run, looked for every 20 ms.
@@ -188,16 +189,6 @@ pub async fn rewrite_statuses(client: &Client, names: &[String], in_flight: usiz
         .collect::<()>()
         .await;
     started.elapsed().as_secs_f64()
-}
-
-/// The receiver as a stream.
-fn tokio_stream_of<T>(
-    mut rx: mpsc::UnboundedReceiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static
-where
-    T: Send + 'static,
-{
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 /// Deletes the operator floor's PodReplicas and pods and waits until the tracker saw every
