@@ -26,12 +26,9 @@ use crate::tracker::{LABEL, Tracker};
 /// Installs PodReplica's CRD (`deploy/crds/podreplica.yaml`, the one the host installs) so
 /// that PodReplicas exist before any host runs.
 pub async fn install_crd(client: &Client) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/crds/podreplica.yaml"
-    );
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let crd: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let path = crate::support::repo().join("deploy/crds/podreplica.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let crd: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     wasmop::operator::crds::install_crd(client, &crd)
         .await
         .unwrap();

@@ -18,8 +18,15 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
 /// The repository root.
+///
+/// Read when the test runs (cargo sets `CARGO_MANIFEST_DIR` for it), not when it was
+/// compiled: two checkouts sharing one target directory share the compiled tests too, and
+/// each must run its own scripts.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("..")
 }
 
 /// Where the plugin components were built (`make plugins`); `WASMOP_PLUGIN_DIR` overrides.
