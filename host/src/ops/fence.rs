@@ -8,6 +8,13 @@
 //! write can leave after the moment another replica may take the lease. Reads and watches
 //! always pass, so a standby keeps warm caches.
 //!
+//! A write that leaves must also end in time: it carries a timeout no longer than the time
+//! left on the fence when it was sent, so no request of this replica is still waiting on the
+//! API server after its deadline. The fence counts the writes in flight
+//! ([`Fence::writes_ended`]): a replica that steps down releases its Lease only once they
+//! have ended or timed out, so a successor cannot act while an older write is still on its
+//! way.
+//!
 //! [`FenceLayer`] puts the fence into a `kube::Client`'s tower stack; the lease itself is
 //! written through a client without it.
 
@@ -15,7 +22,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::{Method, Request};
 use tower::{Layer, Service};
@@ -27,7 +34,11 @@ use tower::{Layer, Service};
 pub struct Fence {
     open_until: Mutex<Option<Option<Instant>>>,
     epoch: tokio::sync::watch::Sender<u64>,
+    in_flight: tokio::sync::watch::Sender<usize>,
 }
+
+/// Until when writes may leave: `None` closed, `Some(None)` open for good.
+type Window = Option<Option<Instant>>;
 
 impl Fence {
     /// A fence that never closes (no leader election: the only replica writes).
@@ -35,6 +46,7 @@ impl Fence {
         Arc::new(Fence {
             open_until: Mutex::new(Some(None)),
             epoch: tokio::sync::watch::Sender::new(0),
+            in_flight: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -43,6 +55,7 @@ impl Fence {
         Arc::new(Fence {
             open_until: Mutex::new(None),
             epoch: tokio::sync::watch::Sender::new(0),
+            in_flight: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -75,14 +88,33 @@ impl Fence {
 
     /// Whether a write may leave at `now`.
     pub fn is_open_at(&self, now: Instant) -> bool {
+        self.time_left_at(now).is_some()
+    }
+
+    /// How long a write leaving at `now` may take: `None` when the fence is closed (the
+    /// write may not leave), `Some(None)` when it is open for good.
+    pub fn time_left_at(&self, now: Instant) -> Option<Option<Duration>> {
         match *self.lock() {
-            None => false,
-            Some(None) => true,
-            Some(Some(deadline)) => now < deadline,
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(deadline)) if now < deadline => Some(Some(deadline - now)),
+            Some(Some(_)) => None,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Option<Instant>>> {
+    /// How many writes have left and not yet ended.
+    pub fn writes_in_flight(&self) -> usize {
+        *self.in_flight.borrow()
+    }
+
+    /// Resolves once no write is in flight (at once if none is). Every write ends by the
+    /// deadline in force when it left, so this waits no longer than that.
+    pub async fn writes_ended(&self) {
+        let mut rx = self.in_flight.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Window> {
         self.open_until.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -102,11 +134,42 @@ pub struct FencedOff {
     pub path: String,
 }
 
-/// Whether a client error is a write refused by the fence.
+/// A write cut off at the fence's deadline: it left while this replica led, and had not
+/// ended when the leadership it left under could end. It may or may not have been applied.
+#[derive(Debug, thiserror::Error)]
+#[error("{method} {path} cut off after {after:?}: the fence's deadline passed before it ended")]
+pub struct WriteTimedOut {
+    /// The request's method.
+    pub method: Method,
+    /// The request's path.
+    pub path: String,
+    /// The time it was given (the time left on the fence when it left).
+    pub after: Duration,
+}
+
+/// Whether a client error is a write refused by the fence, or cut off at its deadline.
 pub fn is_fenced_off(err: &kube::Error) -> bool {
     match err {
-        kube::Error::Service(e) => e.downcast_ref::<FencedOff>().is_some(),
+        kube::Error::Service(e) => {
+            e.downcast_ref::<FencedOff>().is_some() || e.downcast_ref::<WriteTimedOut>().is_some()
+        }
         _ => false,
+    }
+}
+
+/// A write in flight, counted on the fence until dropped.
+struct InFlight(Arc<Fence>);
+
+impl InFlight {
+    fn new(fence: &Arc<Fence>) -> InFlight {
+        fence.in_flight.send_modify(|n| *n += 1);
+        InFlight(fence.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -150,15 +213,35 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        if is_write(req.method()) && !self.fence.is_open() {
-            let refused = FencedOff {
-                method: req.method().clone(),
-                path: req.uri().path().to_string(),
-            };
-            return Box::pin(std::future::ready(Err(refused.into())));
+        if !is_write(req.method()) {
+            let fut = self.inner.call(req);
+            return Box::pin(async move { fut.await.map_err(Into::into) });
         }
+        let (method, path) = (req.method().clone(), req.uri().path().to_string());
+        // Counted before the window is read: whoever closes the fence and then waits for
+        // the writes in flight either sees this one or it sees the fence closed.
+        let counted = InFlight::new(&self.fence);
+        let Some(left) = self.fence.time_left_at(Instant::now()) else {
+            drop(counted);
+            let refused = FencedOff { method, path };
+            return Box::pin(std::future::ready(Err(refused.into())));
+        };
         let fut = self.inner.call(req);
-        Box::pin(async move { fut.await.map_err(Into::into) })
+        Box::pin(async move {
+            let _counted = counted;
+            match left {
+                None => fut.await.map_err(Into::into),
+                Some(after) => match tokio::time::timeout(after, fut).await {
+                    Ok(result) => result.map_err(Into::into),
+                    Err(_) => Err(WriteTimedOut {
+                        method,
+                        path,
+                        after,
+                    }
+                    .into()),
+                },
+            }
+        })
     }
 }
 
@@ -240,5 +323,85 @@ mod tests {
         let refused = svc.oneshot(req(Method::PATCH)).await.unwrap_err();
         let err = kube::Error::Service(refused);
         assert!(is_fenced_off(&err));
+    }
+
+    fn write() -> Request<()> {
+        Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/namespaces/d/pods")
+            .body(())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_write_ends_by_the_deadline_in_force_when_it_left() {
+        use tower::ServiceExt;
+        // An API server that never answers.
+        let stuck = tower::service_fn(|_req: Request<()>| async {
+            std::future::pending::<Result<&str, BoxError>>().await
+        });
+        let fence = Fence::closed();
+        fence.open_until(Instant::now() + Duration::from_millis(300));
+        let svc = FenceLayer(fence.clone()).layer(stuck);
+        let left = Instant::now();
+        let cut = tokio::time::timeout(Duration::from_secs(5), svc.clone().oneshot(write()))
+            .await
+            .expect("the write outlived the fence's deadline")
+            .unwrap_err();
+        let took = left.elapsed();
+        assert!(cut.downcast_ref::<WriteTimedOut>().is_some(), "{cut}");
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_secs(2),
+            "cut off after {took:?}, the fence had 300 ms left"
+        );
+        assert!(is_fenced_off(&kube::Error::Service(cut)));
+        assert_eq!(fence.writes_in_flight(), 0);
+        // Reads are never cut off: a watch may take as long as it likes.
+        let read = Request::builder().uri("/api/v1/pods").body(()).unwrap();
+        let waiting = tokio::time::timeout(Duration::from_millis(500), svc.oneshot(read)).await;
+        assert!(waiting.is_err(), "a read was cut off");
+    }
+
+    #[tokio::test]
+    async fn stepping_down_waits_for_the_writes_in_flight() {
+        use tower::ServiceExt;
+        let (release, released) = tokio::sync::watch::channel(false);
+        let slow = tower::service_fn(move |_req: Request<()>| {
+            let mut released = released.clone();
+            async move {
+                let _ = released.wait_for(|r| *r).await;
+                Ok::<_, BoxError>("applied")
+            }
+        });
+        let fence = Fence::closed();
+        fence.open_until(Instant::now() + Duration::from_secs(60));
+        let svc = FenceLayer(fence.clone()).layer(slow);
+        let writes: Vec<_> = (0..3)
+            .map(|_| tokio::spawn(svc.clone().oneshot(write())))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(fence.writes_in_flight(), 3);
+        fence.close();
+        let ended = {
+            let fence = fence.clone();
+            tokio::spawn(async move { fence.writes_ended().await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !ended.is_finished(),
+            "writes still in flight, yet counted ended"
+        );
+        // A write after the close is refused, and not counted.
+        let refused = svc.clone().oneshot(write()).await.unwrap_err();
+        assert!(refused.downcast_ref::<FencedOff>().is_some());
+        release.send_replace(true);
+        for w in writes {
+            assert_eq!(w.await.unwrap().unwrap(), "applied");
+        }
+        tokio::time::timeout(Duration::from_secs(5), ended)
+            .await
+            .expect("not told the writes ended")
+            .unwrap();
+        assert_eq!(fence.writes_in_flight(), 0);
     }
 }
