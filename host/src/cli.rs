@@ -92,6 +92,23 @@ fn run_host(args: crate::operator::RunArgs) -> anyhow::Result<()> {
         .block_on(crate::operator::run(args))
 }
 
+/// A returning member is a new member: the host's term under a Lease ended (`error`), so
+/// this process replaces itself with a fresh run of the same command (same binary, same
+/// arguments and environment, same PID), whose caches are listed anew. Returns only if that
+/// fails.
+fn start_afresh(error: anyhow::Error) -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    tracing::error!(error = %error, "starting afresh as a new member");
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return anyhow::anyhow!("{error}; cannot find this binary to start afresh: {e}"),
+    };
+    let failed = std::process::Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .exec();
+    anyhow::anyhow!("{error}; cannot start {} afresh: {failed}", exe.display())
+}
+
 /// Parses the arguments and runs the command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -100,7 +117,10 @@ pub fn main() -> ExitCode {
         _ => init_logging("warn", false),
     }
     let result = match &cli.command {
-        Command::Run(a) => run_host((**a).clone()).map(|()| ExitCode::SUCCESS),
+        Command::Run(a) => match run_host((**a).clone()) {
+            Err(e) if e.is::<crate::ops::lease::TermExpired>() => Err(start_afresh(e)),
+            other => other.map(|()| ExitCode::SUCCESS),
+        },
         Command::Push(a) => block_on(crate::registry::push::run(a)).map(exit_if),
         Command::Promote(a) => block_on(crate::registry::rollout::run(a, true)).map(exit_if),
         Command::Abort(a) => block_on(crate::registry::rollout::run(a, false)).map(exit_if),

@@ -1,7 +1,8 @@
 //! Leader election against a real API server: of two electors exactly one leads; when the
 //! leader shuts down the standby takes over at once, and when it crashes, within the lease
 //! duration; the fence on writes is open on the leader only, and closed on a leader cut off
-//! from the API server before anyone else may lead.
+//! from the API server before anyone else may lead, and one cut off past its lease never
+//! writes under it again when the link comes back.
 //!
 //! Needs `WASMOP_TEST_KUBECONFIG` (a kubeconfig path, e.g. the one `tests/cluster/up`
 //! writes; `make e2e` runs it under `scripts/with-cluster`); without it the tests fail.
@@ -91,6 +92,8 @@ impl Relay {
                     }
                     changed = faulted.changed() => {
                         connections.abort_all();
+                        // Healed or broken anew: whatever was held sees its connection end.
+                        held.clear();
                         let fault = *faulted.borrow();
                         if changed.is_err() || fault == Some(Fault::Refuse) {
                             return;
@@ -104,6 +107,11 @@ impl Relay {
 
     fn break_link(&self, fault: Fault) {
         self.fault.send_replace(Some(fault));
+    }
+
+    /// Mends a link broken with [`Fault::Blackhole`]: new connections are relayed again.
+    fn heal(&self) {
+        self.fault.send_replace(None);
     }
 }
 
@@ -262,11 +270,17 @@ async fn scenario(client: &kube::Client, name: &str, exit: Exit) -> anyhow::Resu
     }
     let took = wait_until(LEASE + SLACK, || Ok(()), || standby.leads()).await?;
     println!("{exit:?}: standby took over {took:?} after the leader stopped");
-    if exit == Exit::Graceful {
-        ensure!(
+    match exit {
+        Exit::Graceful => ensure!(
             took < LEASE,
             "a released lease should be taken at once, took {took:?}"
-        );
+        ),
+        // The crashed leader renewed at most `renew_every` (1 s) before it stopped; the
+        // standby waits until the record has stood unchanged for the whole duration.
+        Exit::Crash => ensure!(
+            took >= LEASE - Duration::from_millis(1500),
+            "the standby took a lease that was still valid ({took:?} after the crash)"
+        ),
     }
 
     let after = api.get(name).await?.spec.unwrap_or_default();
@@ -359,6 +373,70 @@ async fn leader_refused_by_network_steps_down_before_takeover() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_whose_requests_hang_steps_down_before_takeover() -> anyhow::Result<()> {
     run_cut_off(Fault::Blackhole).await
+}
+
+/// A returning member is a new member: a shard cut off from the API server (its requests
+/// hang) for longer than its Lease leaves the ring; when the link comes back its elector
+/// never renews that Lease nor opens its fence again, however the record stands (nobody
+/// took it: a shard Lease is its own), and ends with `TermExpired` so the process starts
+/// afresh with new caches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_cut_off_past_its_lease_never_writes_under_it_again() -> anyhow::Result<()> {
+    let config = config().await?;
+    let direct = kube::Client::try_from(config.clone())?;
+    let upstream = config
+        .cluster_url
+        .authority()
+        .context("cluster URL without host")?
+        .to_string();
+    let relay = Relay::start(upstream).await?;
+    let mut relayed = config;
+    relayed.cluster_url = format!("https://127.0.0.1:{}", relay.port).parse()?;
+    let relayed = kube::Client::try_from(relayed)?;
+    let ring = unique_name();
+    let id = format!("{ring}-a");
+    let mut a = spawn_elector(&relayed, shard_lease("default", &ring, &id));
+    let mut members = Membership::default();
+    let result = async {
+        members_become(&direct, &ring, &mut members, std::slice::from_ref(&id), LEASE + SLACK)
+            .await?;
+        ensure!(a.may_write(), "the shard's fence is closed while it holds its Lease");
+        relay.break_link(Fault::Blackhole);
+        let gone = members_become(&direct, &ring, &mut members, &[], 2 * (LEASE + SLACK)).await?;
+        ensure!(!a.may_write(), "the cut-off shard's fence is still open");
+        relay.heal();
+        let healed = Instant::now();
+        while healed.elapsed() < 2 * LEASE {
+            ensure!(
+                !a.may_write() && !a.leads(),
+                "the shard took its Lease back {:?} after the link came back: it writes on a view older than the cut",
+                healed.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let task = a.task.take().context("elector task")?;
+        let ended = tokio::time::timeout(SLACK, task)
+            .await
+            .context("the elector still runs after its term ended")??;
+        let err = ended.err().context("the elector ended without an error")?;
+        ensure!(
+            err.downcast_ref::<wasmop::ops::lease::TermExpired>().is_some(),
+            "the elector ended with {err:#}, not TermExpired"
+        );
+        let live = members.live(&list(&direct, "default", &ring).await?, std::time::Instant::now());
+        ensure!(live.is_empty(), "the ring still lists {live:?}");
+        println!("cut off: out of the ring after {gone:?}; after the link came back: {err}");
+        Ok(())
+    }
+    .await;
+    let api: Api<Lease> = Api::namespaced(direct, "default");
+    let _ = api
+        .delete(
+            &wasmop::shards::members::lease_name(&id),
+            &DeleteParams::default(),
+        )
+        .await;
+    result
 }
 
 /// Shard Leases: three replicas announce themselves in one ring, each holding its own Lease

@@ -32,6 +32,7 @@ pub mod packed;
 pub mod plugins;
 pub mod reconcile;
 pub mod seen;
+pub(crate) mod series;
 pub mod sharded;
 pub mod triggers;
 pub mod unguarded;
@@ -48,7 +49,7 @@ use guard::{Guard, GuardConfig};
 
 use crate::ops::fence::{Fence, FenceLayer};
 use crate::ops::health::Health;
-use crate::ops::lease::{LeaseConfig, run_elector};
+use crate::ops::lease::{LeaseConfig, TermExpired, run_elector};
 use crate::ops::metrics::Metrics;
 use crate::ops::requests::CountLayer;
 use crate::ops::retry::SafeRetry;
@@ -157,7 +158,10 @@ async fn signals(tx: watch::Sender<bool>) {
     let _ = tx.send(true);
 }
 
-/// Runs the operator host until SIGTERM (or until its leader election ends).
+/// Runs the operator host until SIGTERM (or until its leader election ends). Returns
+/// [`TermExpired`] when this process held a Lease (leader or shard) and went a whole lease
+/// duration without renewing it: it has stopped everything, and must start afresh (as
+/// `wasmop run` does, [`crate::cli`]) before it writes again.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Bad flags stop the host before it starts anything.
     let lease = lease_config(&args)?;
@@ -417,20 +421,31 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         // Nothing may run as if it led: the controllers stop at once.
         let _ = shutdown_tx.send(true);
         manager.join(Duration::ZERO).await;
-        let reason = match elector.take() {
+        let error = match elector.take() {
             Some(task) => match task.await {
-                Ok(Err(e)) => format!("{e:#}"),
-                _ => "it stopped".to_string(),
+                Ok(Err(e)) => e,
+                _ => anyhow::anyhow!("it stopped"),
             },
-            None => "it stopped".to_string(),
+            None => anyhow::anyhow!("it stopped"),
         };
-        anyhow::bail!("leader election ended: {reason}");
+        if error.is::<TermExpired>() {
+            return Err(error);
+        }
+        anyhow::bail!("leader election ended: {error:#}");
     }
     manager
         .join(Duration::from_secs(args.shutdown_seconds))
         .await;
+    let mut expired = None;
     for e in [elector, shard_elector].into_iter().flatten() {
-        let _ = tokio::time::timeout(Duration::from_secs(5), e).await;
+        if let Ok(Ok(Err(error))) = tokio::time::timeout(Duration::from_secs(5), e).await
+            && error.is::<TermExpired>()
+        {
+            expired = Some(error);
+        }
+    }
+    if let Some(error) = expired {
+        return Err(error);
     }
     tracing::info!("stopped");
     Ok(())

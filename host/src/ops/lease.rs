@@ -14,8 +14,19 @@
 //! rate. Guaranteed: a leader that cannot renew steps down (sends `false`) no later than
 //! [`LeaseConfig::renew_deadline`] after the start of its last successful renewal, a
 //! margin of `lease_duration - renew_deadline` before any other replica may take the lease;
-//! on shutdown a leader steps down first, then releases the lease so that a standby takes
-//! over at once.
+//! on shutdown a leader steps down first, waits for its writes in flight to end (each ends
+//! by the fence's deadline), then releases the lease so that a standby takes over at once.
+//!
+//! A returning member is a new member ([`Term`]): a replica that held the lease and has not
+//! renewed it for a whole lease duration (paused, starved, cut off from the API server) never
+//! writes under it again, even if the record still names it. (One that sees the lease taken
+//! by another replica or written under it before that is a standby with live caches, and
+//! its next lease is a new term.) Its elector steps down, releases
+//! the lease if it is still its own, and ends with [`TermExpired`]; `wasmop run` then starts
+//! the process afresh (new caches, listed again) and it competes as a new member. This is
+//! client-go's rule (a leader that could not renew stops; controller-runtime exits) made
+//! explicit, and it is what keeps a shard that comes back after its objects moved from
+//! writing on a stale view.
 //!
 //! The rules themselves ([`decide`], [`claimed`], [`released`]) are pure functions in a
 //! submodule; this file holds the configuration and the loop that talks to the API server.
@@ -33,7 +44,7 @@ use tokio::time::Instant;
 use super::fence::Fence;
 
 mod decide;
-pub use decide::{Decision, Observer, claimed, decide, released};
+pub use decide::{Decision, Observer, Term, claimed, decide, released};
 
 /// Where the lease lives, who we are, and the timing of the election.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,6 +221,21 @@ async fn release(api: &Api<Lease>, cfg: &LeaseConfig) -> kube::Result<bool> {
         .map(|_| true)
 }
 
+/// The lease this process held went a whole lease duration without a renewal: its term is
+/// over ([`Term`]). The process must start afresh as a new member before it writes again.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "lease {lease} was not renewed for {unrenewed:?} (its duration is {duration:?}): this replica's term under it is over"
+)]
+pub struct TermExpired {
+    /// `namespace/name` of the Lease.
+    pub lease: String,
+    /// How long it went without a renewal, by this process's clock.
+    pub unrenewed: Duration,
+    /// The lease duration.
+    pub duration: Duration,
+}
+
 /// True once shutdown is asked for; a dropped sender also counts as shutdown.
 fn shutting_down(shutdown: &watch::Receiver<bool>) -> bool {
     *shutdown.borrow() || shutdown.has_changed().is_err()
@@ -232,7 +258,9 @@ async fn pause(wait: Duration, shutdown: &mut watch::Receiver<bool>) {
 /// standby's round trip is bounded by `renew_every`, a leader's by the time left until its
 /// renew deadline. On shutdown a leader sends `false`, then releases the lease if the
 /// server still names it the holder (best effort: if that fails, the lease simply
-/// expires). Returns an error only for an invalid configuration.
+/// expires). Returns an error for an invalid configuration, and [`TermExpired`] when this
+/// process's term under the lease ended (it steps down, lets its writes in flight end and
+/// releases the lease first).
 pub async fn run_elector(
     client: kube::Client,
     cfg: LeaseConfig,
@@ -257,9 +285,15 @@ pub async fn run_elector(
     // A write cut short by the timeout may still have reached the server.
     let mut may_hold = false;
     let mut observer = Observer::default();
+    let mut term = Term::default();
+    let mut expired = None;
 
     while !shutting_down(&shutdown) {
         let started = Instant::now();
+        if term.ended(started.into_std(), cfg.lease_duration) {
+            expired = term.last_renewed();
+            break;
+        }
         let deadline = last_renewed + cfg.renew_deadline;
         // A leader never waits on a request past the moment it must step down.
         // A leader's renewal may take all the time left before its renew deadline (as
@@ -273,6 +307,14 @@ pub async fn run_elector(
             .await
             .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())));
         may_hold = matches!(attempt, Ok(Attempt::Holding) | Err(_));
+        let done = std::time::Instant::now();
+        if matches!(attempt, Ok(Attempt::Holding))
+            && !term.renewed(started.into_std(), done, cfg.lease_duration)
+            || term.ended(done, cfg.lease_duration)
+        {
+            expired = term.last_renewed();
+            break;
+        }
         let wait = match attempt {
             Ok(Attempt::Holding) => {
                 conflicts_in_a_row = 0;
@@ -288,6 +330,9 @@ pub async fn run_elector(
             }
             Ok(Attempt::Held(holder)) => {
                 conflicts_in_a_row = 0;
+                // Seen taken within the term: a standby from now on, its caches live; a
+                // later lease is a new term.
+                term = Term::default();
                 if is_leader {
                     tracing::warn!(%lease, %holder, "lease taken over: stepping down");
                     is_leader = false;
@@ -299,6 +344,7 @@ pub async fn run_elector(
             }
             Ok(Attempt::Conflict) => {
                 conflicts_in_a_row += 1;
+                term = Term::default();
                 if is_leader {
                     tracing::warn!(%lease, "lease written by someone else: stepping down");
                     is_leader = false;
@@ -333,8 +379,20 @@ pub async fn run_elector(
         }
     }
 
-    if is_leader || may_hold {
+    if let Some(last) = expired {
+        tracing::error!(%lease, identity = %cfg.identity, unrenewed = ?last.elapsed(),
+            "lease not renewed for its whole duration: this replica's term is over, it starts again as a new member");
+    }
+    if is_leader || may_hold || expired.is_some() {
         set(false);
+        // Every write in flight ends by the fence's deadline: none may land after the
+        // lease is free for another replica.
+        if tokio::time::timeout(cfg.renew_deadline, fence.writes_ended())
+            .await
+            .is_err()
+        {
+            tracing::warn!(%lease, in_flight = fence.writes_in_flight(), "writes still in flight after the renew deadline");
+        }
         match tokio::time::timeout(cfg.renew_every, release(&api, &cfg)).await {
             Ok(Ok(true)) => tracing::info!(%lease, "released lease on shutdown"),
             Ok(Ok(false)) => tracing::info!(%lease, "lease no longer ours on shutdown"),
@@ -343,7 +401,15 @@ pub async fn run_elector(
         }
     }
     set(false);
-    Ok(())
+    match expired {
+        Some(last) => Err(TermExpired {
+            lease,
+            unrenewed: last.elapsed(),
+            duration: cfg.lease_duration,
+        }
+        .into()),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -414,6 +414,16 @@ impl Host {
         None
     }
 
+    /// Sends the signal `name` (`STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, name: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(sent, "kill -{name} {} failed", self.pid());
+    }
+
     /// Kills the process with SIGKILL and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

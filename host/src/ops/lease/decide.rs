@@ -73,6 +73,47 @@ impl Observer {
     }
 }
 
+/// This process's term under a lease: it starts with the first successful write of the
+/// lease and ends for good once a lease duration has passed, by this process's monotonic
+/// clock, since the start of its last successful renewal. By then any other replica may
+/// have judged the lease expired and acted on it (taken it, or, for a shard Lease, moved
+/// the shard's objects), whatever the lease record says when this process looks again: a
+/// process paused (SIGSTOP, a stall) or cut off from the API server for that long never
+/// renews or writes under that lease again, even if its next write of the record goes
+/// through. It starts anew as a new member, with caches listed afresh. A process that has
+/// just started has no term yet: it may take a lease that names it (it lists its caches
+/// anyway). Assumed: the monotonic clock runs while the process is paused (it does for
+/// SIGSTOP and for a process starved of CPU).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Term {
+    last_renewed: Option<Instant>,
+}
+
+impl Term {
+    /// Whether the term is over at `now`: the lease was held and has not been renewed for
+    /// `lease_duration` since.
+    pub fn ended(&self, now: Instant, lease_duration: Duration) -> bool {
+        self.last_renewed
+            .is_some_and(|at| now.saturating_duration_since(at) >= lease_duration)
+    }
+
+    /// A write of the lease that started at `started` succeeded, as seen at `now`. Returns
+    /// whether the term goes on: `false` when it had ended by `now` (the write may have
+    /// landed after the lease could be judged expired), and then it stays ended.
+    pub fn renewed(&mut self, started: Instant, now: Instant, lease_duration: Duration) -> bool {
+        if self.ended(now, lease_duration) {
+            return false;
+        }
+        self.last_renewed = Some(started);
+        true
+    }
+
+    /// When the last successful renewal started, if the lease was ever held.
+    pub fn last_renewed(&self) -> Option<Instant> {
+        self.last_renewed
+    }
+}
+
 /// The spec to write when `identity` takes or renews the lease `current` at `now`:
 /// `renewTime` is `now`; when the holder changes, `acquireTime` becomes `now` and
 /// `leaseTransitions` grows by one (a new Lease starts at 0). Other fields are kept.
@@ -169,10 +210,32 @@ mod tests {
     }
 
     #[test]
-    fn own_lease_is_renewed_even_when_expired() {
+    fn a_lease_naming_this_replica_is_taken_by_a_process_without_a_term() {
+        // A process that has just started (a new member, caches listed afresh) may take a
+        // lease that names it; whether an older term of its own has ended is [`Term`]'s
+        // question, not the record's.
         let spec = held_by("a", 0, 15);
         assert_eq!(decide(Some(&spec), "a", SECS(1)), Decision::Renew);
         assert_eq!(decide(Some(&spec), "a", SECS(100)), Decision::Renew);
+        assert!(!Term::default().ended(Instant::now(), SECS(15)));
+    }
+
+    #[test]
+    fn a_term_ends_for_good_a_lease_duration_after_its_last_renewal() {
+        let t0 = Instant::now();
+        let mut term = Term::default();
+        assert!(term.renewed(t0, t0 + SECS(1), SECS(15)));
+        // Renewed on time: the term goes on from each renewal's start.
+        assert!(term.renewed(t0 + SECS(5), t0 + SECS(6), SECS(15)));
+        assert!(!term.ended(t0 + SECS(19), SECS(15)));
+        assert!(term.ended(t0 + SECS(20), SECS(15)));
+        // Paused: a renewal read before the pause and written after it goes through at
+        // the API server (nobody wrote the record), but the term is over all the same.
+        assert!(!term.renewed(t0 + SECS(14), t0 + SECS(60), SECS(15)));
+        assert!(term.ended(t0 + SECS(61), SECS(15)));
+        // And stays over: a later renewal does not revive it.
+        assert!(!term.renewed(t0 + SECS(61), t0 + SECS(62), SECS(15)));
+        assert_eq!(term.last_renewed(), Some(t0 + SECS(5)));
     }
 
     #[test]
