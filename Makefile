@@ -120,8 +120,9 @@ e2e: host plugins cluster
 	status=0; \
 	$(E2E_TEST) --test-threads=2 --show-output $(addprefix --skip ,$(E2E_ALONE)) || status=1; \
 	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_ALONE) || status=1; \
+	scripts/with-cluster cargo test $(HOST_BUILD) $(HOST_PKGS) --test lease -- --test-threads=1 \
+	  || status=1; \
 	exit $$status
-	scripts/with-cluster cargo test $(HOST_BUILD) $(HOST_PKGS) --test lease -- --test-threads=1
 
 ## test-guests-wasm: the same guest unit tests compiled to wasm32-wasip2, run under wasmtime
 test-guests-wasm: host
