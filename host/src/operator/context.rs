@@ -156,8 +156,8 @@ pub struct Context {
     pub events: super::events::EventSink,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Per-object backoff.
-    pub backoff: Backoff,
+    /// Per-object backoff (an object's entry is dropped when it leaves the cache).
+    pub backoff: Arc<Backoff>,
     /// Cache of the primary kind (the controller's own).
     pub primary_store: Store<DynamicObject>,
     /// What each primary waits to see of its own writes.
@@ -172,6 +172,8 @@ pub struct Context {
     /// This replica's shard when sharding is on: its primaries and owned objects are the
     /// ones labelled for it ([`crate::shards::scope`]).
     pub shard: Option<String>,
+    /// Sharded: the primaries this shard has taken over ([`super::sharded::Sighted`]).
+    pub sighted: Arc<super::sharded::Sighted>,
     /// Holds back status-only writes that come too soon after the last one.
     pub status_pacer: super::pacer::StatusPacer,
     /// When a related change first asked for each primary's next decision (the start of

@@ -10,9 +10,9 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 
 use super::caches::{KindCache, SharedCaches};
 use super::context::{Backoff, Context, PluginSlot, RelatedCache};
@@ -95,6 +95,30 @@ impl Route {
     }
 }
 
+/// What the primary cache's events tell about objects that leave it (deleted, or no longer
+/// labelled for this shard): what they waited for, whether they were taken over and their
+/// backoff are forgotten. A relist forgets who was taken over (an object may have left and
+/// come back unseen during the gap).
+fn departures(
+    expectations: Arc<Expectations>,
+    sighted: Arc<super::sharded::Sighted>,
+    backoff: Arc<Backoff>,
+) -> impl Fn(&Result<watcher::Event<DynamicObject>, watcher::Error>) {
+    move |event| match event {
+        Ok(watcher::Event::Delete(o)) => {
+            let uid = o.metadata.uid.as_deref().unwrap_or_default();
+            expectations.forget(uid);
+            sighted.left(uid);
+            backoff.succeeded(&super::triggers::key_of(
+                o.metadata.namespace.as_deref(),
+                o.metadata.name.as_deref().unwrap_or_default(),
+            ));
+        }
+        Ok(watcher::Event::Init) => sighted.relisted(),
+        _ => {}
+    }
+}
+
 /// Waits until a store has its first full list. `Store::wait_until_ready` wakes only one of
 /// several concurrent waiters (the controller itself waits too), so poll it with a timeout:
 /// once the value is memoised every poll is immediately ready.
@@ -134,10 +158,21 @@ pub async fn run_controller(
     if let Some(shard) = &deps.shard {
         primary_watch = primary_watch.labels(&crate::shards::scope::shard_selector(shard));
     }
-    let mut controller = Controller::new_with(primary_api, primary_watch, primary_ar.clone());
-    let primary_store = controller.store();
-    slot.set_primaries(primary_store.clone());
     let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
+    let sighted = Arc::new(super::sharded::Sighted::default());
+    let backoff = Arc::new(Backoff::default());
+    let writer = reflector::store::Writer::new(primary_ar.clone());
+    let primary_store = writer.as_reader();
+    let primaries = reflector::reflector(writer, watcher(primary_api, primary_watch))
+        .inspect(departures(
+            expectations.clone(),
+            sighted.clone(),
+            backoff.clone(),
+        ))
+        .applied_objects();
+    let mut controller =
+        Controller::for_stream_with(primaries, primary_store.clone(), primary_ar.clone());
+    slot.set_primaries(primary_store.clone());
     let triggers = Arc::new(super::triggers::Triggers::default());
     let mut related = Vec::new();
     let mut listed = Vec::new();
@@ -207,9 +242,12 @@ pub async fn run_controller(
         primary: primary_ar,
         related: related.clone(),
         guard: deps.guard.clone(),
-        events: super::events::EventSink::start(Recorder::new(writer, deps.reporter.clone())),
+        events: super::events::EventSink::start(super::series::SeriesRecorder::new(
+            writer,
+            deps.reporter.clone(),
+        )),
         metrics: deps.metrics.clone(),
-        backoff: Backoff::default(),
+        backoff,
         primary_store: primary_store.clone(),
         expectations,
         synced: synced_rx,
@@ -218,6 +256,7 @@ pub async fn run_controller(
         shard: deps.shard.clone(),
         status_pacer: super::pacer::StatusPacer::new(deps.status_interval, deps.status_settle),
         triggers,
+        sighted,
     });
 
     let readiness = {

@@ -6,7 +6,9 @@
 //! all of it a sampler watches every change of the pods (no PodReplica ever has two live pods)
 //! and a watch of the PodReplicas' shard labels sees no object move from one live shard to
 //! another without the old shard's acknowledgement. A second test turns sharding on over
-//! objects made without it.
+//! objects made without it. A third pauses a shard, then the leader, with SIGSTOP for longer
+//! than their Leases: each comes back as a new member (the same process started afresh)
+//! and never acts on its old view. A fourth rewrites shard labels by hand.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -32,7 +34,12 @@ const SHARD: &str = "shard.wasmop.dev/owner";
 const DRAIN: &str = "shard.wasmop.dev/drain";
 
 fn replica(cluster: &Cluster, id: &str) -> Host {
-    let args = [
+    replica_with(cluster, id, &[])
+}
+
+/// [`replica`] with more arguments.
+fn replica_with(cluster: &Cluster, id: &str, extra: &[&str]) -> Host {
+    let mut args = vec![
         "--leader-election",
         "--sharding",
         "--lease-seconds",
@@ -42,6 +49,7 @@ fn replica(cluster: &Cluster, id: &str) -> Host {
         "--identity",
         id,
     ];
+    args.extend_from_slice(extra);
     Host::start(cluster, &["podreplica.wasm"], &args, &[])
 }
 
@@ -512,6 +520,228 @@ async fn turning_sharding_on_takes_over_what_was_made_without_it() {
         over.len(),
         over.join("\n")
     );
+    for (_, mut h) in hosts {
+        h.terminate(Duration::from_secs(15));
+    }
+}
+
+/// Pauses `host` (SIGSTOP) until the objects are all on `others`, moved by the sharder after
+/// its Lease expired, and the pods follow them; then resumes it (SIGCONT) and waits until it
+/// has started afresh as a new member and holds a share again. Returns how long it was paused.
+async fn pause_past_lease(
+    client: &Client,
+    n: usize,
+    host: &Host,
+    id: &str,
+    others: &[&str],
+) -> Duration {
+    let restarts = host
+        .log_text()
+        .matches("starting afresh as a new member")
+        .count();
+    let pid = host.pid();
+    host.signal("STOP");
+    let paused = Instant::now();
+    settled(client, n, others, Duration::from_secs(90)).await;
+    eventually(
+        Duration::from_secs(60),
+        "pods follow the objects moved off the paused shard",
+        || async { pods_follow_owners(client).await.ok() },
+    )
+    .await;
+    let held = paused.elapsed();
+    host.signal("CONT");
+    eventually(
+        Duration::from_secs(30),
+        &format!("{id} starts afresh after its pause"),
+        || async {
+            (host
+                .log_text()
+                .matches("starting afresh as a new member")
+                .count()
+                > restarts)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(host.pid(), pid, "{id} replaced itself in place");
+    let mut all = others.to_vec();
+    all.push(id);
+    all.sort();
+    spread(client, n, &all).await;
+    held
+}
+
+/// A returning member is a new member. 300 PodReplicas of size 2 on two shards; one is
+/// paused (SIGSTOP) for longer than its Lease, its objects move to the other shard, which
+/// takes over their pods; when it is resumed its term under its Lease is over: it writes
+/// nothing from its old view, starts afresh (the same process, new caches) and rejoins.
+/// Then the same for the leader, whose pause also hands the leadership and the sharder to
+/// the other replica. A sampler watches every pod change throughout: no PodReplica ever
+/// has more than 2 live pods, and every one converges after each return.
+#[tokio::test(flavor = "multi_thread")]
+async fn paused_replicas_come_back_as_new_members_without_doubling() {
+    const N: usize = 300;
+    let cluster = Cluster::start_with_node_pods("shards-pause", 500);
+    let client = cluster.client().await;
+    let mut hosts: BTreeMap<&str, Host> = BTreeMap::new();
+    for id in ["shard-a", "shard-b"] {
+        hosts.insert(id, replica(&cluster, id));
+    }
+    wait_for_crd(&client, &podreplica_resource()).await;
+    let phase = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase.clone(), 2);
+    phase.set("converging over two shards");
+    let uids = apply_replicas(&client, N, 2).await;
+    all_converged_at(&client, &uids, 2, "300 PodReplicas x 2 over two shards").await;
+    spread(&client, N, &["shard-a", "shard-b"]).await;
+    let leader = eventually(Duration::from_secs(30), "one replica leads", || async {
+        hosts.iter().find(|(_, h)| h.leads()).map(|(id, _)| *id)
+    })
+    .await;
+    let follower = if leader == "shard-a" {
+        "shard-b"
+    } else {
+        "shard-a"
+    };
+
+    for (paused, other) in [(follower, leader), (leader, follower)] {
+        phase.set(&format!("{paused} paused past its Lease"));
+        let held = pause_past_lease(&client, N, &hosts[paused], paused, &[other]).await;
+        println!("{paused}: paused {held:?}, came back as a new member");
+        phase.set(&format!("{paused} back"));
+        all_converged_at(
+            &client,
+            &uids,
+            2,
+            &format!("converged after {paused} came back"),
+        )
+        .await;
+        eventually(
+            Duration::from_secs(60),
+            "pods follow their owners",
+            || async { pods_follow_owners(&client).await.ok() },
+        )
+        .await;
+    }
+    eventually(Duration::from_secs(30), "a leader again", || async {
+        hosts.values().any(Host::leads).then_some(())
+    })
+    .await;
+
+    let (events, worst, over) = sampler.finish(&uids).await;
+    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
+    assert!(
+        events >= 2 * N && worst == 2,
+        "the sampler watched only {events} pod events for {N} PodReplicas (most live pods {worst})"
+    );
+    assert!(
+        over.is_empty(),
+        "{} PodReplicas had more than 2 live pods:\n{}",
+        over.len(),
+        over.join("\n")
+    );
+    for (_, mut h) in hosts {
+        h.terminate(Duration::from_secs(15));
+    }
+}
+
+/// Shard labels rewritten by hand (or by a GitOps tool re-applying an exported manifest):
+/// 200 PodReplicas of size 2 on two shards; a third of shard-a's objects are relabelled for
+/// shard-b with `kubectl label --overwrite`, no drain, no handover annotation. shard-b sees
+/// each for the first time and takes over its pods before deciding: no PodReplica ever has
+/// more than 2 live pods, the pods follow their owners, and deleted pods are replaced.
+#[tokio::test(flavor = "multi_thread")]
+async fn relabelled_objects_are_taken_over_without_doubling() {
+    const N: usize = 200;
+    let cluster = Cluster::start_with_node_pods("shards-relabel", 400);
+    let client = cluster.client().await;
+    // The sharder drains a relabelled object back to the shard the ring gives it; passes
+    // 3 s apart leave shard-b time to decide on what it was given by hand.
+    let hosts: BTreeMap<&str, Host> = ["shard-a", "shard-b"]
+        .into_iter()
+        .map(|id| {
+            (
+                id,
+                replica_with(&cluster, id, &["--sharder-every-ms", "3000"]),
+            )
+        })
+        .collect();
+    wait_for_crd(&client, &podreplica_resource()).await;
+    let phase = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase.clone(), 2);
+    phase.set("converging over two shards");
+    let uids = apply_replicas(&client, N, 2).await;
+    all_converged_at(&client, &uids, 2, "200 PodReplicas x 2 over two shards").await;
+    spread(&client, N, &["shard-a", "shard-b"]).await;
+
+    phase.set("shard labels rewritten by hand");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let on_a: Vec<String> = api
+        .list_metadata(&ListParams::default().labels(&format!("{SHARD}=shard-a")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .step_by(3)
+        .collect();
+    assert!(
+        on_a.len() >= 10,
+        "too few objects on shard-a: {}",
+        on_a.len()
+    );
+    let mut label = cluster.kubectl();
+    label
+        .args(["label", "--overwrite", "-n", "default", "podreplicas"])
+        .args(&on_a)
+        .arg(format!("{SHARD}=shard-b"));
+    let out = label.output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl label: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually(
+        Duration::from_secs(60),
+        "the relabelled objects' pods follow them",
+        || async { pods_follow_owners(&client).await.ok() },
+    )
+    .await;
+    all_converged_at(&client, &uids, 2, "converged after the relabel").await;
+    delete_every(&client, 5).await;
+    all_converged_at(&client, &uids, 2, "deleted pods replaced after the relabel").await;
+    let (events, worst, over) = sampler.finish(&uids).await;
+    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
+    assert!(
+        events >= 2 * N && worst == 2,
+        "the sampler watched only {events} pod events for {N} PodReplicas (most live pods {worst})"
+    );
+    assert!(
+        over.is_empty(),
+        "{} PodReplicas had more than 2 live pods:\n{}",
+        over.len(),
+        over.join("\n")
+    );
+    let first_sight = hosts["shard-b"]
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("taken over from another shard") && l.contains("first sight"))
+        .filter(|l| !l.contains("owned=0"))
+        .count();
+    // The sharder drains the relabelled objects back to the shard the ring gives them; one
+    // whose drain reached shard-b before its first decision was let go without a takeover.
+    println!(
+        "relabelled {} objects; shard-b took over {first_sight} with their pods",
+        on_a.len()
+    );
+    assert!(
+        first_sight > 0,
+        "shard-b took over none of the {} objects relabelled to it",
+        on_a.len()
+    );
+
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));
     }
