@@ -8,10 +8,11 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::Resource;
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use tokio::sync::mpsc;
 
 use super::context::Context;
+use super::series::SeriesRecorder;
 use crate::runtime::EventType;
 
 /// Longest Event reason sent (the API server refuses longer ones).
@@ -35,7 +36,7 @@ pub struct EventSink {
 
 impl EventSink {
     /// Starts the task publishing through `recorder`.
-    pub fn start(recorder: Recorder) -> Self {
+    pub fn start(recorder: SeriesRecorder) -> Self {
         let recorder = Arc::new(recorder);
         Self::start_with(move |(ev, reference): Outgoing| {
             let recorder = recorder.clone();

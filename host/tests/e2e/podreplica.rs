@@ -103,6 +103,37 @@ async fn article_scenario() {
     .await;
     println!("pod {} replaced by {}", survivor[0], replaced[0]);
 
+    // Its Events say what happened each time: "creating 3 pod(s)" once, then "creating 1
+    // pod(s)" for the scale to 4 and again for the replacement (one Event and its series),
+    // never the first note repeated for a later, different step.
+    let scaled_up = eventually(Duration::from_secs(30), "three ScaledUp Events", || {
+        let client = client.clone();
+        async move {
+            let events: Api<k8s_openapi::api::events::v1::Event> =
+                Api::namespaced(client, "default");
+            let mut notes = std::collections::BTreeMap::new();
+            for e in events.list(&Default::default()).await.ok()?.items {
+                let about = e.regarding.as_ref().and_then(|r| r.name.as_deref());
+                if about == Some("example-podreplica") && e.reason.as_deref() == Some("ScaledUp") {
+                    let times = e.series.as_ref().map_or(1, |s| s.count);
+                    *notes.entry(e.note.unwrap_or_default()).or_insert(0) += times;
+                }
+            }
+            (notes.values().sum::<i32>() >= 3).then_some(notes)
+        }
+    })
+    .await;
+    assert_eq!(
+        scaled_up,
+        [
+            ("creating 1 pod(s)".to_string(), 2),
+            ("creating 3 pod(s)".to_string(), 1)
+        ]
+        .into_iter()
+        .collect(),
+        "each ScaledUp Event's note and how often it happened"
+    );
+
     // Never more pods than desired, at any time we looked: check once more now.
     assert!(live_owned_pods(&client, "default", &uid).await.len() <= 1);
 
