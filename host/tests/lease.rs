@@ -14,10 +14,13 @@ use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 use wasmop::ops::fence::Fence;
+
+#[path = "support/relay.rs"]
+mod relay;
+use relay::{Fault, Relay};
 use wasmop::ops::lease::{LeaseConfig, run_elector};
 use wasmop::shards::members::{Membership, list, shard_lease};
 use wasmop::shards::ring::{DEFAULT_VNODES, Ring};
@@ -41,78 +44,6 @@ async fn config() -> anyhow::Result<kube::Config> {
 
 async fn client() -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config().await?)?)
-}
-
-/// How a relay breaks the link.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Fault {
-    /// Connections are closed and new ones refused: requests fail at once.
-    Refuse,
-    /// Connections are closed; new ones are accepted and never answered: requests hang.
-    Blackhole,
-}
-
-/// A loopback TCP relay to the API server that can break the link, to take one elector
-/// off the network while the other keeps its connection.
-struct Relay {
-    port: u16,
-    fault: watch::Sender<Option<Fault>>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Relay {
-    async fn start(upstream: String) -> anyhow::Result<Relay> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let port = listener.local_addr()?.port();
-        let (fault, mut faulted) = watch::channel(None);
-        let task = tokio::spawn(async move {
-            let mut connections = JoinSet::new();
-            let mut held = Vec::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((mut inbound, _)) = accepted else { return };
-                        if faulted.borrow().is_some() {
-                            held.push(inbound);
-                            continue;
-                        }
-                        let upstream = upstream.clone();
-                        connections.spawn(async move {
-                            if let Ok(mut outbound) = TcpStream::connect(upstream).await {
-                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound)
-                                    .await;
-                            }
-                        });
-                    }
-                    changed = faulted.changed() => {
-                        connections.abort_all();
-                        // Healed or broken anew: whatever was held sees its connection end.
-                        held.clear();
-                        let fault = *faulted.borrow();
-                        if changed.is_err() || fault == Some(Fault::Refuse) {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        Ok(Relay { port, fault, task })
-    }
-
-    fn break_link(&self, fault: Fault) {
-        self.fault.send_replace(Some(fault));
-    }
-
-    /// Mends a link broken with [`Fault::Blackhole`]: new connections are relayed again.
-    fn heal(&self) {
-        self.fault.send_replace(None);
-    }
 }
 
 /// One running elector and the channels to watch and stop it.

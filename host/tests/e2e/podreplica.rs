@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::fleet::{Phase, Sampler};
 use crate::support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject};
@@ -31,7 +32,13 @@ async fn article_scenario() {
     })
     .await;
 
+    // A watch of every pod change for the whole scenario: no pod is made for the
+    // PodReplica while it already has its size in force in live pods.
+    let phase = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase.clone(), 3);
+
     // Size 3: three Running pods, their names in the status.
+    phase.set("size 3");
     let started = Instant::now();
     let pr = apply(
         &client,
@@ -65,6 +72,8 @@ async fn article_scenario() {
     );
 
     // Scale to 4, then to 1.
+    phase.set("size 4");
+    sampler.set_bound(4);
     apply(
         &client,
         &ar,
@@ -77,6 +86,8 @@ async fn article_scenario() {
         running(&client, &uid, 4)
     })
     .await;
+    phase.set("size 1");
+    sampler.set_bound(1);
     apply(
         &client,
         &ar,
@@ -134,8 +145,16 @@ async fn article_scenario() {
         "each ScaledUp Event's note and how often it happened"
     );
 
-    // Never more pods than desired, at any time we looked: check once more now.
-    assert!(live_owned_pods(&client, "default", &uid).await.len() <= 1);
+    let (events, worst, over) = sampler.finish(std::slice::from_ref(&uid)).await;
+    println!("sampler: {events} pod events; the most live pods at once: {worst}");
+    assert!(
+        events >= 6 && worst == 4,
+        "the sampler saw {events} pod events, at most {worst} live pods (the size reached 4)"
+    );
+    assert!(
+        over.is_empty(),
+        "a pod made beyond the size in force: {over:?}"
+    );
 
     // Delete the PodReplica: the garbage collector removes its pods.
     api.delete("example-podreplica", &DeleteParams::default())

@@ -40,7 +40,8 @@ async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {
     let out = run_ok(&mut cargo(&dir, &["test"]), "cargo test");
     let text = text_of(&out);
     assert!(
-        text.contains("wasm32-wasip2/debug/deps/greeter-") && text.contains("4 passed"),
+        text.contains("wasm32-wasip2/debug/deps/greeter-")
+            && text.contains("test result: ok. 4 passed;"),
         "{text}"
     );
 

@@ -8,7 +8,8 @@
 //! another without the old shard's acknowledgement. A second test turns sharding on over
 //! objects made without it. A third pauses a shard, then the leader, with SIGSTOP for longer
 //! than their Leases: each comes back as a new member (the same process started afresh)
-//! and never acts on its old view. A fourth rewrites shard labels by hand.
+//! and never acts on its old view; a fourth cuts one replica off from the API server (a
+//! loopback relay) past its Lease. A fifth rewrites shard labels by hand.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -510,7 +511,7 @@ async fn turning_sharding_on_takes_over_what_was_made_without_it() {
     let (events, worst, over) = sampler.finish(&uids).await;
     println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
     assert!(
-        events >= uids.len() && worst >= 1,
+        events >= uids.len() && worst == 2,
         "the sampler watched only {events} pod events for {} PodReplicas (most live pods {worst})",
         uids.len()
     );
@@ -742,6 +743,136 @@ async fn relabelled_objects_are_taken_over_without_doubling() {
         on_a.len()
     );
 
+    for (_, mut h) in hosts {
+        h.terminate(Duration::from_secs(15));
+    }
+}
+
+/// A kubeconfig like `cluster`'s that reaches the API server through the loopback `port`.
+fn kubeconfig_through(cluster: &Cluster, port: u16, dir: &Scratch) -> std::path::PathBuf {
+    let mut kc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&cluster.kubeconfig).unwrap()).unwrap();
+    kc["clusters"][0]["cluster"]["server"] = format!("https://127.0.0.1:{port}").into();
+    let path = dir.0.join("kubeconfig-relayed");
+    std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+    path
+}
+
+/// A partition: 300 PodReplicas of size 2 on two shards, shard-b reaching the API server
+/// through a loopback relay. The link is cut (its connections closed, new ones never
+/// answered) until shard-b's Lease has expired, its objects have moved to shard-a and a
+/// quarter of their pods were deleted and replaced there; then the link comes back. shard-b's
+/// old process never writes again (its caches hold what it saw before the cut): it starts
+/// afresh and rejoins. A sampler watches every pod change: never more than 2 live pods for
+/// a PodReplica, and all converge.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partitioned_shard_comes_back_as_a_new_member_without_doubling() {
+    const N: usize = 300;
+    let cluster = Cluster::start_with_node_pods("shards-partition", 500);
+    let client = cluster.client().await;
+    let mut hosts: BTreeMap<&str, Host> = BTreeMap::new();
+    hosts.insert("shard-a", replica(&cluster, "shard-a"));
+    wait_for_crd(&client, &podreplica_resource()).await;
+    eventually(Duration::from_secs(60), "shard-a leads", || async {
+        hosts["shard-a"].leads().then_some(())
+    })
+    .await;
+    let kc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&cluster.kubeconfig).unwrap()).unwrap();
+    let server = kc["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let upstream = server.trim_start_matches("https://").to_string();
+    let relay = crate::support::relay::Relay::start(upstream).await.unwrap();
+    let dir = Scratch::new("partition");
+    let relayed = kubeconfig_through(&cluster, relay.port, &dir);
+    let b_args = [
+        "--leader-election",
+        "--sharding",
+        "--lease-seconds",
+        LEASE_SECONDS,
+        "--lease-namespace",
+        "default",
+        "--identity",
+        "shard-b",
+    ];
+    hosts.insert(
+        "shard-b",
+        Host::start_with(&relayed, &["podreplica.wasm"], &b_args, &[]),
+    );
+    let phase = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase.clone(), 2);
+    phase.set("converging over two shards");
+    let uids = apply_replicas(&client, N, 2).await;
+    all_converged_at(&client, &uids, 2, "300 PodReplicas x 2 over two shards").await;
+    spread(&client, N, &["shard-a", "shard-b"]).await;
+
+    phase.set("shard-b cut off");
+    let b = &hosts["shard-b"];
+    let restarts = b
+        .log_text()
+        .matches("starting afresh as a new member")
+        .count();
+    relay.break_link(crate::support::relay::Fault::Blackhole);
+    let cut = Instant::now();
+    settled(&client, N, &["shard-a"], Duration::from_secs(90)).await;
+    eventually(
+        Duration::from_secs(60),
+        "pods follow the objects moved off the cut-off shard",
+        || async { pods_follow_owners(&client).await.ok() },
+    )
+    .await;
+    delete_every(&client, 4).await;
+    all_converged_at(
+        &client,
+        &uids,
+        2,
+        "converged on shard-a, deleted pods replaced",
+    )
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "shard-b's term over while cut off",
+        || async {
+            b.log_text()
+                .contains("this replica's term is over")
+                .then_some(())
+        },
+    )
+    .await;
+    relay.heal();
+    println!("link mended {:?} after the cut", cut.elapsed());
+    phase.set("shard-b back");
+    eventually(Duration::from_secs(60), "shard-b starts afresh", || async {
+        (b.log_text()
+            .matches("starting afresh as a new member")
+            .count()
+            > restarts)
+            .then_some(())
+    })
+    .await;
+    spread(&client, N, &["shard-a", "shard-b"]).await;
+    all_converged_at(&client, &uids, 2, "converged after shard-b came back").await;
+    eventually(
+        Duration::from_secs(60),
+        "pods follow their owners",
+        || async { pods_follow_owners(&client).await.ok() },
+    )
+    .await;
+
+    let (events, worst, over) = sampler.finish(&uids).await;
+    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
+    assert!(
+        events >= 2 * N && worst == 2,
+        "the sampler watched only {events} pod events for {N} PodReplicas (most live pods {worst})"
+    );
+    assert!(
+        over.is_empty(),
+        "{} PodReplicas had more than 2 live pods:\n{}",
+        over.len(),
+        over.join("\n")
+    );
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));
     }

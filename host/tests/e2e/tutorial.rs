@@ -116,7 +116,10 @@ async fn every_command_of_the_tutorial_runs() {
         std::fs::read_to_string(scratch.0.join("mypodreplica/cases/01-first-reconcile.yaml"))
             .unwrap();
     assert_eq!(case.matches("generateName: web-pod-").count(), 2, "{case}");
-    assert!(text.contains("3 passed") && text.contains("golden: 1 passed, 0 failed"));
+    assert!(
+        text.contains("test result: ok. 3 passed;") && text.contains("golden: 1 passed, 0 failed"),
+        "{text}"
+    );
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let left = pods
         .list(&ListParams::default().labels("tutorial.example.com/podreplica=web"))

@@ -1,6 +1,6 @@
 //! A fleet of PodReplicas at size: applying many at once, waiting until every one has its
-//! pods, and the sampler that watches for the one thing that must never happen (an owner
-//! with more live pods than its size) for the whole of a test.
+//! pods, and the sampler that watches for the one thing that must never happen (a pod made
+//! for an owner that already has as many live pods as its size) for the whole of a test.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -79,9 +79,11 @@ struct Live {
 }
 
 impl Live {
-    /// Takes in the pod's latest metadata; returns its owner's live pods if it has one.
-    fn apply(&mut self, m: &ObjectMeta) -> Option<(String, Vec<String>)> {
+    /// Takes in the pod's latest metadata; returns its owner's live pods if it has one,
+    /// and whether the pod is new (not seen live before).
+    fn apply(&mut self, m: &ObjectMeta) -> Option<(String, Vec<String>, bool)> {
         let name = m.name.clone().unwrap_or_default();
+        let new = !self.owner_of.contains_key(&name);
         self.remove(&name);
         let owner = live_owner(m)?.to_string();
         let created = m.creation_timestamp.as_ref().map(|t| t.0.to_string());
@@ -89,7 +91,7 @@ impl Live {
         self.owner_of.insert(name.clone(), owner.clone());
         let pods = self.pods.entry(owner.clone()).or_default();
         pods.insert(name, shown);
-        Some((owner, pods.values().cloned().collect()))
+        Some((owner, pods.values().cloned().collect(), new))
     }
 
     fn remove(&mut self, name: &str) {
@@ -110,17 +112,19 @@ struct Seen {
 }
 
 impl Seen {
+    /// Looks at an owner's live `pods`: over `bound` is an overshoot when `judged` (a pod
+    /// was just made for it, or the whole list was read again).
     fn look(
         &mut self,
         owner: String,
         pods: Vec<String>,
-        bound: usize,
+        (bound, judged): (usize, bool),
         phase: &Phase,
         at: Duration,
     ) {
         let e = self.most.entry(owner.clone()).or_insert(0);
         *e = (*e).max(pods.len());
-        if pods.len() > bound {
+        if judged && pods.len() > bound {
             self.over.entry(owner).or_insert_with(|| Overshoot {
                 phase: phase.get(),
                 at,
@@ -136,14 +140,18 @@ impl Seen {
 /// owner, and for each owner seen over `bound` the first such look. After a relist (the
 /// watch broke, say the API server restarted) it looks at every owner.
 pub struct Sampler {
+    bound: Arc<std::sync::atomic::AtomicUsize>,
     stop: tokio::sync::watch::Sender<bool>,
     seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Sampler {
-    /// Starts watching; an owner with more than `bound` live pods is reported.
+    /// Starts watching; a pod made for an owner that already had `bound` live pods (the
+    /// size in force, [`Sampler::set_bound`]) is reported.
     pub fn start(client: Client, phase: Phase, bound: usize) -> Sampler {
+        let bound = Arc::new(std::sync::atomic::AtomicUsize::new(bound));
+        let in_force = bound.clone();
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let seen = Arc::new(Mutex::new(Seen::default()));
         let started = Instant::now();
@@ -167,6 +175,7 @@ impl Sampler {
                 let mut seen = shared.lock().unwrap();
                 seen.events += 1;
                 let at = started.elapsed();
+                let bound = in_force.load(std::sync::atomic::Ordering::SeqCst);
                 match event {
                     watcher::Event::Init => relisting = Some(Live::default()),
                     watcher::Event::InitApply(m) => {
@@ -180,15 +189,15 @@ impl Sampler {
                             seen.look(
                                 owner.clone(),
                                 pods.values().cloned().collect(),
-                                bound,
+                                (bound, true),
                                 &phase,
                                 at,
                             );
                         }
                     }
                     watcher::Event::Apply(m) => {
-                        if let Some((owner, pods)) = live.apply(&m.metadata) {
-                            seen.look(owner, pods, bound, &phase, at);
+                        if let Some((owner, pods, new)) = live.apply(&m.metadata) {
+                            seen.look(owner, pods, (bound, new), &phase, at);
                         }
                     }
                     watcher::Event::Delete(m) => {
@@ -197,7 +206,18 @@ impl Sampler {
                 }
             }
         });
-        Sampler { stop, seen, task }
+        Sampler {
+            bound,
+            stop,
+            seen,
+            task,
+        }
+    }
+
+    /// Sets the size in force from now on: call it before the change that makes it so
+    /// (a scale-up's pods are judged against the new size, and a scale-down makes none).
+    pub fn set_bound(&self, size: usize) {
+        self.bound.store(size, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Stops it; returns (the watch events it saw, the most live pods of any owner, a
