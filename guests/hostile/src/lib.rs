@@ -176,6 +176,16 @@ impl bindings::Guest for Hostile {
                     std::hint::black_box(&hoard);
                 }
             }
+            "pollables" => {
+                // Every pollable is an entry in the host's resource table: hold them all.
+                let mut held = Vec::new();
+                loop {
+                    held.push(wasip2::clocks::monotonic_clock::subscribe_duration(
+                        3_600_000_000_000,
+                    ));
+                    std::hint::black_box(&held);
+                }
+            }
             "panic" => panic!("hostile plugin panicked on purpose"),
             "badjson" => Ok(Plan {
                 actions: vec![Action::Apply("{this is not json".into())],

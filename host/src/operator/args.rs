@@ -75,6 +75,12 @@ pub struct RunArgs {
     /// Plugin calls running at once, across all plugins.
     #[arg(long, env = "WASMOP_MAX_CONCURRENT_CALLS", default_value_t = 8)]
     pub max_concurrent_calls: usize,
+    /// Guest memory of all plugin calls in flight together, in MiB: a call whose memory
+    /// would grow past it fails (out of memory, retried with backoff) instead of the host
+    /// being OOM-killed. Default: half the container's memory limit (cgroup `memory.max`),
+    /// the rest left to the host and its caches; without a limit, every call at its cap.
+    #[arg(long, env = "WASMOP_GUEST_MEMORY_MIB")]
+    pub guest_memory_mib: Option<usize>,
     /// Reconciles of one plugin running at once.
     #[arg(long, env = "WASMOP_CONCURRENCY", default_value_t = 8)]
     pub concurrency: u16,

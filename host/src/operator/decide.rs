@@ -163,7 +163,7 @@ pub async fn decide(
         Err(fault) => {
             match fault {
                 CallError::Timeout(_) => ctx.metrics.sandbox_timeouts.get_or_create(&labels).inc(),
-                CallError::Trap(_) | CallError::OutOfMemory(_) => {
+                CallError::Trap(_) | CallError::OutOfMemory(_) | CallError::HostMemory(_) => {
                     ctx.metrics.sandbox_traps.get_or_create(&labels).inc()
                 }
                 _ => 0,

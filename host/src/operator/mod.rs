@@ -158,6 +158,16 @@ async fn signals(tx: watch::Sender<bool>) {
     let _ = tx.send(true);
 }
 
+/// The host-wide guest memory budget: `--guest-memory-mib` if given, else half of the
+/// container's memory limit (`limit`), never below one call's cap; `None` without either.
+fn guest_memory_bytes(args: &RunArgs, limit: Option<u64>) -> Option<usize> {
+    if let Some(mib) = args.guest_memory_mib {
+        return Some(mib << 20);
+    }
+    let half = usize::try_from(limit? / 2).unwrap_or(usize::MAX);
+    Some(half.max(args.call_memory_mib << 20))
+}
+
 /// Runs the operator host until SIGTERM (or until its leader election ends). Returns
 /// [`TermExpired`] when this process held a Lease (leader or shard) and went a whole lease
 /// duration without renewing it: it has stopped everything, and must start afresh (as
@@ -171,7 +181,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         memory_bytes: args.call_memory_mib << 20,
         ..Limits::default()
     };
-    let sandbox = Sandbox::new(args.max_concurrent_calls)?;
+    let guest_memory = guest_memory_bytes(&args, crate::ops::cgroup::memory_limit());
+    match guest_memory {
+        Some(bytes) => tracing::info!(
+            mib = bytes >> 20,
+            "guest memory budget of all calls in flight"
+        ),
+        None => tracing::info!("no memory limit found: each call within its own cap only"),
+    }
+    let sandbox = Sandbox::with_guest_memory(
+        args.max_concurrent_calls,
+        guest_memory.unwrap_or(usize::MAX),
+    )?;
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new());
     let plugins_ready = health.flag("plugins");
@@ -449,4 +470,35 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn run_args(extra: &[&str]) -> RunArgs {
+        let argv = ["wasmop", "run"].iter().chain(extra).copied();
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Run(a) => *a,
+            other => panic!("parsed {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_guest_memory_budget_is_half_the_container_limit_unless_given() {
+        let defaults = run_args(&[]);
+        assert_eq!(
+            guest_memory_bytes(&defaults, Some(256 << 20)),
+            Some(128 << 20)
+        );
+        assert_eq!(guest_memory_bytes(&defaults, None), None);
+        // Never below one call's cap: a plugin at its cap still runs alone.
+        assert_eq!(
+            guest_memory_bytes(&defaults, Some(64 << 20)),
+            Some(64 << 20)
+        );
+        let given = run_args(&["--guest-memory-mib", "300"]);
+        assert_eq!(guest_memory_bytes(&given, Some(256 << 20)), Some(300 << 20));
+    }
 }

@@ -6,6 +6,7 @@
 //! that does not lead), [`requests`] (API requests counted by verb) and [`retry`]
 //! (the API server's requests to retry, honoured above the fence, never doubling a create).
 
+pub mod cgroup;
 pub mod fence;
 pub mod health;
 pub mod http;

@@ -14,7 +14,9 @@ use super::types::{Observed, Plan, PluginInfo, ReconcileError};
 /// Runs `f` against a freshly instantiated plugin in a fresh store.
 ///
 /// Guarantees: the call ends within `limits.deadline` (plus one epoch tick), the instance
-/// never holds more than `limits.memory_bytes` of linear memory, and every failure comes
+/// never holds more than `limits.memory_bytes` of linear memory, nor more than the engine's
+/// [`super::limits::GuestMemory`] leaves free, at most [`super::store::MAX_RESOURCES`] WASI
+/// resources, and every failure comes
 /// back as a [`CallError`], never as a panic. Blocking: call it off the async executor.
 pub(crate) fn with_instance<R>(
     engine: &SandboxEngine,
@@ -23,7 +25,8 @@ pub(crate) fn with_instance<R>(
     ctx: CallContext,
     f: impl FnOnce(&mut Store<StoreData>, &PluginBindings) -> wasmtime::Result<R>,
 ) -> Result<R, CallError> {
-    let mut store = Store::new(engine.engine(), StoreData::new(limits, ctx));
+    let data = StoreData::new(limits, ctx, engine.guest_memory().clone());
+    let mut store = Store::new(engine.engine(), data);
     store.limiter(|d| &mut d.limiter);
     store.set_epoch_deadline(SandboxEngine::ticks_for(limits.deadline));
     store.epoch_deadline_trap();
@@ -40,6 +43,9 @@ fn classify(err: &wasmtime::Error, data: &StoreData, limits: &Limits) -> CallErr
     }
     if data.limiter.refused {
         return CallError::OutOfMemory(limits.memory_bytes);
+    }
+    if data.limiter.host_refused {
+        return CallError::HostMemory(data.limiter.host_limit());
     }
     let text = format!("{err:#}");
     if text.contains("maximum concurrent") || text.contains("pooling allocator") {

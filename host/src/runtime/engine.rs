@@ -8,7 +8,7 @@ use std::time::Duration;
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::function_cache::{DEFAULT_CAP_BYTES, FunctionCache};
-use super::limits::MAX_MEMORY_BYTES;
+use super::limits::{GuestMemory, MAX_MEMORY_BYTES};
 
 /// How often the epoch advances; deadlines are rounded up to a multiple of this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -24,11 +24,17 @@ const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 pub struct EngineConfig {
     /// Number of instances that may be alive at once (calls in flight plus loading).
     pub max_instances: u32,
+    /// Guest memory the host hands out at once over all calls ([`GuestMemory`]);
+    /// `usize::MAX` for no budget beyond each call's cap.
+    pub guest_memory_bytes: usize,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_instances: 64 }
+        EngineConfig {
+            max_instances: 64,
+            guest_memory_bytes: usize::MAX,
+        }
     }
 }
 
@@ -43,6 +49,7 @@ pub struct SandboxEngine {
 struct Inner {
     engine: Engine,
     functions: Arc<FunctionCache>,
+    guest_memory: Arc<GuestMemory>,
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
 }
@@ -98,6 +105,7 @@ impl SandboxEngine {
             inner: Arc::new(Inner {
                 engine,
                 functions,
+                guest_memory: GuestMemory::new(cfg.guest_memory_bytes),
                 stop,
                 ticker: Some(ticker),
             }),
@@ -107,6 +115,11 @@ impl SandboxEngine {
     /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// The guest memory budget every call draws on.
+    pub fn guest_memory(&self) -> &Arc<GuestMemory> {
+        &self.inner.guest_memory
     }
 
     /// The compiled functions kept for the next version (see [`FunctionCache`]).
@@ -173,7 +186,11 @@ mod tests {
 
     #[test]
     fn a_new_version_compiles_only_what_changed() {
-        let engine = SandboxEngine::new(EngineConfig { max_instances: 1 }).unwrap();
+        let engine = SandboxEngine::new(EngineConfig {
+            max_instances: 1,
+            ..EngineConfig::default()
+        })
+        .unwrap();
         wasmtime::Module::new(engine.engine(), module(false, 1)).unwrap();
         let (hits0, misses0) = engine.functions().hits_and_misses();
         assert_eq!(hits0, 0, "nothing to reuse at first");

@@ -12,6 +12,12 @@ pub enum CallError {
     /// The guest tried to grow its memory past the cap.
     #[error("out of memory: the guest tried to use more than {0} bytes")]
     OutOfMemory(usize),
+    /// The guest's memory could not grow: the host's guest-memory budget (bytes) was in use
+    /// by other calls at that moment. Retried with backoff like any fault.
+    #[error(
+        "out of memory: the host's guest-memory budget of {0} bytes (--guest-memory-mib) was in use by other calls"
+    )]
+    HostMemory(usize),
     /// The guest trapped (a Rust panic, an `unreachable`, a bad memory access ...).
     #[error("trapped: {0}")]
     Trap(String),
@@ -30,6 +36,7 @@ impl CallError {
         match self {
             CallError::Timeout(_) => "timeout",
             CallError::OutOfMemory(_) => "out_of_memory",
+            CallError::HostMemory(_) => "host_memory",
             CallError::Trap(_) => "trap",
             CallError::InvalidOutput(_) => "invalid_output",
             CallError::Unavailable(_) => "unavailable",

@@ -1,5 +1,8 @@
-//! Per-plugin sandbox limits and the resource limiter that enforces the memory cap.
+//! Per-plugin sandbox limits, the host-wide budget of guest memory, and the resource
+//! limiter that enforces both.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
@@ -43,29 +46,113 @@ impl Default for Limits {
 /// address space per memory slot.
 pub const MAX_MEMORY_BYTES: usize = 1 << 30;
 
-/// Enforces the memory cap of one store and remembers whether it refused a growth, so that
-/// the trap that follows can be reported as out-of-memory.
+/// The guest memory the host hands out at once, over every call in flight: a call's linear
+/// memory grows only while the total stays within the limit (`wasmop run` derives it from
+/// the container's memory limit), so no number of plugins at their per-call cap can grow
+/// the host past it. A call refused here fails as out of memory for that one object
+/// ([`MemoryLimiter::host_refused`]); its memory is given back when its store is dropped.
+#[derive(Debug)]
+pub struct GuestMemory {
+    limit: usize,
+    used: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl GuestMemory {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> Arc<GuestMemory> {
+        Arc::new(GuestMemory {
+            limit,
+            used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        })
+    }
+
+    /// No budget beyond each call's own cap (offline tools, tests).
+    pub fn unlimited() -> Arc<GuestMemory> {
+        Self::new(usize::MAX)
+    }
+
+    /// The limit, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Bytes of guest memory in use now.
+    pub fn in_use(&self) -> usize {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// The most bytes in use at once so far.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Takes `bytes` if they fit under the limit.
+    fn take(&self, bytes: usize) -> bool {
+        let taken = self
+            .used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                used.checked_add(bytes).filter(|total| *total <= self.limit)
+            });
+        match taken {
+            Ok(before) => {
+                self.peak.fetch_max(before + bytes, Ordering::SeqCst);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::SeqCst);
+    }
+}
+
+/// Enforces the memory cap of one store and its share of the host's [`GuestMemory`], and
+/// remembers whether it refused a growth, so that the trap that follows can be reported as
+/// out-of-memory.
 #[derive(Debug)]
 pub struct MemoryLimiter {
     memory_bytes: usize,
+    host: Arc<GuestMemory>,
+    taken: usize,
     /// Set when a memory growth past the cap was refused.
     pub refused: bool,
+    /// Set when a memory growth was refused because the host's budget was in use.
+    pub host_refused: bool,
 }
 
 impl MemoryLimiter {
-    /// A limiter for a store with the given cap.
-    pub fn new(memory_bytes: usize) -> Self {
+    /// A limiter for a store with the given cap, drawing on `host`.
+    pub fn new(memory_bytes: usize, host: Arc<GuestMemory>) -> Self {
         MemoryLimiter {
             memory_bytes,
+            host,
+            taken: 0,
             refused: false,
+            host_refused: false,
         }
+    }
+}
+
+impl MemoryLimiter {
+    /// The host budget's limit, in bytes.
+    pub fn host_limit(&self) -> usize {
+        self.host.limit()
+    }
+}
+
+impl Drop for MemoryLimiter {
+    fn drop(&mut self) {
+        self.host.give_back(self.taken);
     }
 }
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -73,6 +160,12 @@ impl ResourceLimiter for MemoryLimiter {
             self.refused = true;
             return Ok(false);
         }
+        let more = desired.saturating_sub(current);
+        if !self.host.take(more) {
+            self.host_refused = true;
+            return Ok(false);
+        }
+        self.taken += more;
         Ok(true)
     }
 
@@ -91,8 +184,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn calls_share_the_host_budget_and_give_it_back() {
+        let host = GuestMemory::new(3 << 20);
+        let mut a = MemoryLimiter::new(2 << 20, host.clone());
+        let mut b = MemoryLimiter::new(2 << 20, host.clone());
+        assert!(a.memory_growing(0, 2 << 20, None).unwrap());
+        assert!(b.memory_growing(0, 1 << 20, None).unwrap());
+        // Within b's own cap, but the host's 3 MiB are in use.
+        assert!(!b.memory_growing(1 << 20, 2 << 20, None).unwrap());
+        assert!(b.host_refused && !b.refused);
+        assert_eq!(host.in_use(), 3 << 20);
+        drop(a);
+        assert_eq!(host.in_use(), 1 << 20);
+        assert!(b.memory_growing(1 << 20, 2 << 20, None).unwrap());
+        drop(b);
+        assert_eq!((host.in_use(), host.peak()), (0, 3 << 20));
+    }
+
+    #[test]
     fn refuses_growth_past_the_cap_and_remembers_it() {
-        let mut limiter = MemoryLimiter::new(1 << 20);
+        let mut limiter = MemoryLimiter::new(1 << 20, GuestMemory::unlimited());
         assert!(limiter.memory_growing(0, 1 << 20, None).unwrap());
         assert!(!limiter.refused);
         assert!(

@@ -25,7 +25,7 @@ mod wasi;
 pub use call::Entry;
 pub use engine::{EngineConfig, SandboxEngine};
 pub use error::{CallError, LoadError};
-pub use limits::Limits;
+pub use limits::{GuestMemory, Limits};
 pub use outcome::Outcome;
 pub use plugin::{LoadedPlugin, digest_of};
 pub use sandbox::Sandbox;

@@ -31,11 +31,24 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// A sandbox that runs at most `max_concurrent_calls` calls at once.
+    /// A sandbox that runs at most `max_concurrent_calls` calls at once, each within its
+    /// own memory cap only.
     pub fn new(max_concurrent_calls: usize) -> anyhow::Result<Self> {
+        Self::with_guest_memory(max_concurrent_calls, usize::MAX)
+    }
+
+    /// A sandbox that runs at most `max_concurrent_calls` calls at once, whose guest
+    /// memories together never exceed `guest_memory_bytes` ([`super::limits::GuestMemory`]).
+    pub fn with_guest_memory(
+        max_concurrent_calls: usize,
+        guest_memory_bytes: usize,
+    ) -> anyhow::Result<Self> {
         let max_instances = (max_concurrent_calls as u32 * 2 + 8).max(16);
-        let engine = SandboxEngine::new(EngineConfig { max_instances })
-            .map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))?;
+        let engine = SandboxEngine::new(EngineConfig {
+            max_instances,
+            guest_memory_bytes,
+        })
+        .map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))?;
         let mut linker = Linker::new(engine.engine());
         super::wasi::add_to_linker(&mut linker)
             .map_err(|e| anyhow::anyhow!("linking WASI: {e:#}"))?;

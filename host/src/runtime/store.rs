@@ -1,6 +1,7 @@
 //! What each call's fresh [`wasmtime::Store`] holds: a minimal WASI context, the memory
 //! limiter, captured stdout/stderr and the log context of the object being reconciled.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::SeedableRng;
@@ -10,7 +11,10 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{HostImports, Level};
-use super::limits::{Limits, MemoryLimiter};
+use super::limits::{GuestMemory, Limits, MemoryLimiter};
+
+/// Most WASI resources (pollables, streams) one call may hold at once.
+pub const MAX_RESOURCES: usize = 1024;
 
 /// Who a call is for; attached to every line the guest logs.
 #[derive(Debug, Clone, Default)]
@@ -72,7 +76,7 @@ impl HostMonotonicClock for FixedMonotonicClock {
 impl StoreData {
     /// A store for one call: no preopens, no network, no environment, no arguments;
     /// clocks fixed at `ctx.now_unix_ms`; random generators seeded from `ctx.seed`.
-    pub fn new(limits: &Limits, ctx: CallContext) -> Self {
+    pub fn new(limits: &Limits, ctx: CallContext, host: Arc<GuestMemory>) -> Self {
         let stdout = MemoryOutputPipe::new(limits.max_output_bytes);
         let stderr = MemoryOutputPipe::new(limits.max_output_bytes);
         let now = Duration::from_millis(ctx.now_unix_ms.max(0) as u64);
@@ -90,7 +94,7 @@ impl StoreData {
             .build();
         Self::with(
             wasi,
-            limits.memory_bytes,
+            MemoryLimiter::new(limits.memory_bytes, host),
             (stdout, stderr),
             ctx,
             limits.max_output_bytes,
@@ -99,15 +103,18 @@ impl StoreData {
 
     fn with(
         wasi: WasiCtx,
-        memory_bytes: usize,
+        limiter: MemoryLimiter,
         (stdout, stderr): (MemoryOutputPipe, MemoryOutputPipe),
         ctx: CallContext,
         log_budget: usize,
     ) -> Self {
+        let mut table = ResourceTable::new();
+        // Every pollable and stream is a host allocation: bounded like the guest's memory.
+        table.set_max_capacity(MAX_RESOURCES);
         StoreData {
             wasi,
-            table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(memory_bytes),
+            table,
+            limiter,
             stdout,
             stderr,
             ctx,
@@ -129,7 +136,8 @@ impl StoreData {
             .allow_ip_name_lookup(false)
             .build();
         let pipes = (MemoryOutputPipe::new(0), MemoryOutputPipe::new(0));
-        Self::with(wasi, memory_bytes, pipes, ctx, usize::MAX)
+        let limiter = MemoryLimiter::new(memory_bytes, GuestMemory::unlimited());
+        Self::with(wasi, limiter, pipes, ctx, usize::MAX)
     }
 
     /// Writes what the guest printed to the host's log, one event per line.

@@ -77,7 +77,106 @@ fn endless_loop_times_out_at_its_deadline() {
         took >= Duration::from_millis(200),
         "stopped early: {took:?}"
     );
+    // One epoch tick (5 ms) after the deadline at most, plus the instantiation and a
+    // loaded machine's scheduling: far below a second.
+    assert!(
+        took < Duration::from_millis(700),
+        "stopped {took:?} after it started, the deadline was 200 ms"
+    );
     println!("spin stopped after {took:?} (deadline 200ms)");
+}
+
+/// Memory-heavy tests run one at a time: their memory figures are the process's.
+static MEMORY_HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Resident memory of this process now, in KiB.
+fn vm_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Eight memory bombs at once, each allowed 64 MiB, against a host budget of 128 MiB:
+/// the guest memories together never pass the budget (the host's own count, sampled, and
+/// the process's resident memory, sampled, stay under it), every bomb fails as out of
+/// memory, and everything is given back. Without the budget the eight take 512 MiB.
+#[test]
+fn eight_bombs_stay_within_the_host_budget() {
+    let _one_at_a_time = MEMORY_HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    const BUDGET: usize = 128 << 20;
+    let sandbox = Sandbox::with_guest_memory(8, BUDGET).unwrap();
+    let limits = Limits {
+        deadline: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let bomb = Arc::new(hostile(&sandbox, limits));
+    let before_kib = vm_rss_kib();
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while !done.load(Ordering::SeqCst) {
+                most = most.max(vm_rss_kib());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            most
+        })
+    };
+    let bombs: Vec<_> = (0..8)
+        .map(|_| {
+            let (sandbox, bomb) = (sandbox.clone(), bomb.clone());
+            std::thread::spawn(move || call(&sandbox, &bomb, "bomb").unwrap_err())
+        })
+        .collect();
+    let errors: Vec<CallError> = bombs.into_iter().map(|t| t.join().unwrap()).collect();
+    done.store(true, Ordering::SeqCst);
+    let most_kib = sampler.join().unwrap();
+    let memory = sandbox.engine().guest_memory();
+    let grown_mib = most_kib.saturating_sub(before_kib) / 1024;
+    println!(
+        "8 bombs: guest memory peaked at {} MiB of a {} MiB budget; process RSS grew by {grown_mib} MiB; {errors:?}",
+        memory.peak() >> 20,
+        BUDGET >> 20
+    );
+    for e in &errors {
+        assert!(
+            matches!(e, CallError::OutOfMemory(_) | CallError::HostMemory(_)),
+            "{e:?}"
+        );
+    }
+    assert!(
+        errors.iter().any(|e| matches!(e, CallError::HostMemory(_))),
+        "no bomb met the host's budget: {errors:?}"
+    );
+    assert!(memory.peak() <= BUDGET, "{} bytes at once", memory.peak());
+    assert!(
+        memory.peak() >= BUDGET / 2,
+        "the bombs took only {} bytes",
+        memory.peak()
+    );
+    assert_eq!(memory.in_use(), 0, "guest memory not given back");
+    // The budget and some slack for the pooled memories kept resident between calls.
+    assert!(
+        grown_mib < (BUDGET >> 20) as u64 + 96,
+        "the process grew by {grown_mib} MiB with a guest budget of {} MiB",
+        BUDGET >> 20
+    );
+}
+
+/// A guest that keeps asking for pollables (each one a host allocation) is stopped by the
+/// bound on its resource table, not by the host's memory.
+#[test]
+fn a_flood_of_pollables_hits_the_resource_bound() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let plugin = hostile(&sandbox, short_limits());
+    let err = call(&sandbox, &plugin, "pollables").unwrap_err();
+    assert!(matches!(err, CallError::Trap(_)), "{err:?}");
+    println!("pollable flood: {err}");
 }
 
 #[test]
@@ -122,6 +221,7 @@ fn vm_hwm_kib() -> u64 {
 
 #[test]
 fn a_million_actions_are_refused_and_host_memory_stays_bounded() {
+    let _one_at_a_time = MEMORY_HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let sandbox = Sandbox::new(2).unwrap();
     // With room to build the plan, the host refuses it by its action count.
     let roomy = Limits {
