@@ -68,7 +68,8 @@ host: setup
 ## plus the test-only variants
 ## (PodReplica v2 and v3, PodReplica under another name, PodReplica trapping in every
 ## reconcile, a plugin that traps in info(), the hostile plugin declaring more permissions,
-## for the hot-swap, identity, rollout and principals tests). The variants
+## the hostile plugin watching a kind no CRD defines, for the hot-swap, identity, rollout,
+## principals and kinds tests). The variants
 ## are built first in the same target directory (only the two crates whose features differ
 ## are recompiled) and copied aside; the shipped build comes last, so the directory ends with it.
 plugins: setup $(PLUGIN_DIR)/variants.stamp
@@ -82,8 +83,9 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 	$(PLUGIN_BUILD) --features podreplica/v3,wasmop-hostile/more-permissions
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v3.wasm
 	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_more.wasm
-	$(PLUGIN_BUILD) --features podreplica/renamed
+	$(PLUGIN_BUILD) --features podreplica/renamed,wasmop-hostile/unwatchable
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_renamed.wasm
+	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_unwatchable.wasm
 	$(PLUGIN_BUILD) --features podreplica/broken
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_broken.wasm
 	touch $@

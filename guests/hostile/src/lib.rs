@@ -25,7 +25,9 @@
 //!   ownerReference to a foreign object, a privileged pod, a WasmPlugin.
 //!
 //! It declares `pods: create` (feature `more-permissions`: `configmaps: create, patch` too,
-//! a version that asks for more than its ServiceAccount holds) and a finalizer; its `cleanup` records a `CleanedUp` event and lets go, except in
+//! a version that asks for more than its ServiceAccount holds), a relation to the pods it
+//! owns (feature `unwatchable`: to the namespace's `gadgets.missing.wasmop.dev` too, a kind
+//! no CRD of the repository defines) and a finalizer; its `cleanup` records a `CleanedUp` event and lets go, except in
 //! mode `stuck-cleanup`, where it answers `invalid-spec` for ever.
 #![allow(unsafe_code)]
 
@@ -64,9 +66,11 @@ const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResou
 "spec":{"type":"object","x-kubernetes-preserve-unknown-fields":true},
 "status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}"#;
 
-/// The version, marked for the build that declares more.
+/// The version, marked for the builds that declare more.
 const VERSION: &str = if cfg!(feature = "more-permissions") {
     "0.1.0-more"
+} else if cfg!(feature = "unwatchable") {
+    "0.1.0-unwatchable"
 } else {
     "0.1.0"
 };
@@ -101,6 +105,33 @@ fn permissions() -> Vec<Permission> {
     p
 }
 
+/// Owned pods; with feature `unwatchable`, every Gadget of the namespace too.
+fn relations() -> Vec<Relation> {
+    let mut r = vec![Relation {
+        name: "pods".into(),
+        kind: core_kind("Pod", "pods"),
+        selection: Selection::Owned,
+        label_selector: None,
+        fields: None,
+    }];
+    if cfg!(feature = "unwatchable") {
+        r.push(Relation {
+            name: "gadgets".into(),
+            kind: KindRef {
+                group: "missing.wasmop.dev".into(),
+                version: "v1".into(),
+                kind: "Gadget".into(),
+                plural: "gadgets".into(),
+                namespaced: true,
+            },
+            selection: Selection::Namespace,
+            label_selector: None,
+            fields: Some(vec![]),
+        });
+    }
+    r
+}
+
 /// `spec.count` of the primary, or `default`.
 fn count(primary: &serde_json::Value, default: usize) -> usize {
     primary
@@ -124,19 +155,7 @@ impl bindings::Guest for Hostile {
             version: VERSION.into(),
             primary: kind(),
             crd: Some(CRD.into()),
-            relations: vec![Relation {
-                name: "pods".into(),
-                kind: KindRef {
-                    group: String::new(),
-                    version: "v1".into(),
-                    kind: "Pod".into(),
-                    plural: "pods".into(),
-                    namespaced: true,
-                },
-                selection: Selection::Owned,
-                label_selector: None,
-                fields: None,
-            }],
+            relations: relations(),
             permissions: permissions(),
             finalizer: Some("test.wasmop.dev/cleanup".into()),
         }

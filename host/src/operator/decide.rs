@@ -67,6 +67,7 @@ fn after(
             object: object.clone(),
             observed,
             outcome: result.clone(),
+            reads_secrets: crate::rollout::record::reads_secrets(&plugin.info),
         });
     }
     if let (Role::Shadowed(c), Some(observed)) = (role, for_shadow) {

@@ -3,12 +3,13 @@
 //!
 //! Rules (the `rule` of a [`Violation`]): `max-actions`, `protected` (RBAC objects,
 //! ServiceAccounts, Secrets, WasmPlugins, the host's own ConfigMaps and Leases: never,
-//! whatever the plugin declares), `undeclared` (kind or verb not in the plugin's
-//! permissions), `cluster-scoped` (a namespace on a cluster-scoped object), `namespace`
-//! (outside the primary's namespace), `own-pod` (the host's own pod), `owner-reference` (an
-//! ownerReference to anything but the primary), `delete-budget` (too many deletions of
-//! objects the plugin does not own in the last minute), `malformed` (an object without what
-//! the API needs). Two more are judged when the plan is carried out, since they need the
+//! whatever the plugin declares; judged by the kind the object names and by the resource
+//! its request goes to, so `{kind: Blob, plural: secrets}` is Secrets: see `protected`),
+//! `undeclared` (kind or verb not in the plugin's permissions), `cluster-scoped` (a
+//! namespace on a cluster-scoped object), `namespace` (outside the primary's namespace),
+//! `own-pod` (the host's own pod), `owner-reference` (an ownerReference to anything but the
+//! primary), `delete-budget` (too many deletions of objects the plugin does not own in the
+//! last minute), `malformed` (an object without what the API needs). Two more are judged when the plan is carried out, since they need the
 //! cluster: `adoption` (an apply to an existing object that the primary does not control,
 //! unless the plugin declares `adopt` on its kind; see the executor) and `api-server` (the
 //! API server refused a write: RBAC of the plugin's ServiceAccount, Pod Security, ...).
@@ -170,50 +171,15 @@ impl Guard {
         &self.cfg
     }
 
+    /// Judged by the resource (core `pods`) as well as by the kind's name.
     fn is_own_pod(&self, kind: &KindRef, ns: Option<&str>, name: &str) -> bool {
         kind.group.is_empty()
-            && kind.kind == "Pod"
+            && (kind.kind == "Pod" || kind.plural == "pods")
             && self
                 .cfg
                 .own_pod
                 .as_ref()
                 .is_some_and(|(own_ns, own)| Some(own_ns.as_str()) == ns && own == name)
-    }
-
-    /// Objects no plugin may ever write, whatever it declares.
-    fn check_protected(
-        &self,
-        api_version: &str,
-        kind: &str,
-        ns: Option<&str>,
-        name: Option<&str>,
-    ) -> Result<(), Violation> {
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        let host_ns = self.cfg.host_namespace.as_deref();
-        let in_host_ns = host_ns.is_some() && ns == host_ns;
-        let why = match (group, kind) {
-            ("rbac.authorization.k8s.io", _) => Some("RBAC objects"),
-            ("", "ServiceAccount") => Some("ServiceAccounts"),
-            ("", "Secret") => Some("Secrets"),
-            ("wasmop.dev", _) => Some("the host's WasmPlugins"),
-            ("", "ConfigMap")
-                if in_host_ns && name.is_some_and(|n| n.starts_with("wasmplugin-")) =>
-            {
-                Some("the host's plugin uploads")
-            }
-            ("coordination.k8s.io", "Lease") if in_host_ns => Some("the host's Leases"),
-            _ => None,
-        };
-        match why {
-            Some(what) => Err(violation(
-                "protected",
-                format!(
-                    "{kind} {}: no plugin may write {what}",
-                    name.unwrap_or("(generated)")
-                ),
-            )),
-            None => Ok(()),
-        }
     }
 
     fn check_namespace(
@@ -284,6 +250,11 @@ impl Guard {
                 )
             })?
             .clone();
+        self.check_protected_resource(
+            &kind,
+            ns.as_deref().or(primary.namespace.as_deref()),
+            name.as_deref(),
+        )?;
         self.check_namespace(&kind, ns.as_deref(), primary)?;
         let create = name.is_none();
         if create && generate.is_none() {
@@ -389,6 +360,11 @@ impl Guard {
                             )
                         })?
                         .clone();
+                    self.check_protected_resource(
+                        &kind,
+                        target.namespace.as_deref().or(primary.namespace.as_deref()),
+                        Some(&target.name),
+                    )?;
                     if !info.allows(&target.api_version, &target.kind, Verb::Delete) {
                         return Err(violation(
                             "undeclared",
@@ -445,5 +421,6 @@ impl Guard {
     }
 }
 
+mod protected;
 #[cfg(test)]
 mod tests;

@@ -1,9 +1,12 @@
-//! From the contract's [`KindRef`] to kube's dynamic API handles.
+//! From the contract's [`KindRef`] to kube's dynamic API handles; [`served`] resolves the
+//! declared kinds through discovery when a version is offered.
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 
 use crate::runtime::KindRef;
+
+pub(crate) mod served;
 
 /// The kube `ApiResource` of a declared kind.
 pub fn api_resource(k: &KindRef) -> ApiResource {

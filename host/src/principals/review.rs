@@ -32,6 +32,24 @@ impl std::fmt::Display for Missing {
     }
 }
 
+/// The attributes of a question about `verb` on the rule's resource in `namespace`
+/// (`None`: all namespaces; always `None` for a cluster-scoped resource).
+pub(crate) fn attributes(rule: &Rule, verb: &str, namespace: Option<&str>) -> ResourceAttributes {
+    let (resource, subresource) = rule.resource_parts();
+    ResourceAttributes {
+        group: Some(rule.group.clone()),
+        resource: Some(resource.to_string()),
+        subresource: subresource.map(str::to_string),
+        verb: Some(verb.to_string()),
+        namespace: if rule.cluster_scoped {
+            None
+        } else {
+            namespace.map(str::to_string)
+        },
+        ..Default::default()
+    }
+}
+
 /// Whether `user` may `verb` the rule's resource in `namespace` (`None`: all namespaces).
 async fn allowed(
     client: &Client,
@@ -41,23 +59,11 @@ async fn allowed(
     verb: &str,
     namespace: Option<&str>,
 ) -> Result<bool, kube::Error> {
-    let (resource, subresource) = rule.resource_parts();
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
             user: Some(user.to_string()),
             groups: Some(naming.groups()),
-            resource_attributes: Some(ResourceAttributes {
-                group: Some(rule.group.clone()),
-                resource: Some(resource.to_string()),
-                subresource: subresource.map(str::to_string),
-                verb: Some(verb.to_string()),
-                namespace: if rule.cluster_scoped {
-                    None
-                } else {
-                    namespace.map(str::to_string)
-                },
-                ..Default::default()
-            }),
+            resource_attributes: Some(attributes(rule, verb, namespace)),
             ..Default::default()
         },
         ..Default::default()

@@ -22,9 +22,12 @@
 //!   the first one keeps it (`NameTaken`).
 //! - A controller that does not stop within its grace period is aborted.
 //!
-//! Approval: a version (active or candidate) whose plugin's ServiceAccount lacks a rule the
-//! version declares is refused with `PermissionsMissing` (the running version stays); its
-//! source offers it again until the RBAC is there.
+//! Approval ([`super::approval`]): a version (active or candidate) is refused, the running
+//! version staying, when a kind it declares is not what the API server serves
+//! (`KindMismatch`), a relation's kind is not served (`KindNotServed`), the host may not
+//! list and watch what it watches (`HostCannotWatch`) or its plugin's ServiceAccount lacks
+//! a rule the version declares (`PermissionsMissing`); but for a mismatch, its source
+//! offers it again until the CRD or the RBAC is there.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -316,31 +319,6 @@ impl Manager {
         Ok(())
     }
 
-    /// Admin approval: the version becomes active only if its plugin's ServiceAccount holds
-    /// every rule it declares (SubjectAccessReview, in the host's namespace or everywhere).
-    async fn approve(&self, info: &PluginInfo) -> Result<(), Rejection> {
-        let naming = self.deps.principals.naming();
-        let ns = self.deps.namespace.as_deref();
-        let missing = crate::principals::review::missing(&self.deps.reviewer, naming, info, ns)
-            .await
-            .map_err(|e| {
-                Rejection::new(
-                    "PermissionsUnchecked",
-                    format!(
-                        "could not ask the API server what ServiceAccount {} may do (the host needs `create subjectaccessreviews`): {e}",
-                        naming.user(&info.name)
-                    ),
-                )
-            })?;
-        if missing.is_empty() {
-            return Ok(());
-        }
-        Err(Rejection::new(
-            "PermissionsMissing",
-            crate::principals::review::report(naming, &info.name, &missing, ns),
-        ))
-    }
-
     /// Reconciles every object of every running plugin again (on taking the lead).
     pub async fn reconcile_everything(&self) {
         for r in self.running.lock().await.values() {
@@ -405,7 +383,7 @@ impl Manager {
                 });
             }
         }
-        if let Err(mut r) = self.approve(&info).await {
+        if let Err(mut r) = super::approval::approve(&self.deps, &info).await {
             tracing::warn!(plugin = %name, version = %info.version, reason = r.reason, "{}", r.message);
             r.plugin = Some(name);
             return Err(r);
@@ -523,7 +501,7 @@ impl Manager {
                 ),
             ));
         }
-        self.approve(&info).await?;
+        super::approval::approve(&self.deps, &info).await?;
         let candidate = Candidate {
             plugin: Arc::new(plugin),
             mode,

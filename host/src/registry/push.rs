@@ -215,10 +215,12 @@ fn answer(c: &super::wasmplugin::Condition, runs: bool, prefix: &str) -> Option<
         return Some((true, format!("{prefix}accepted: {}", c.message)));
     }
     (c.status == "False").then(|| {
-        let what = if c.reason == "PermissionsMissing" {
-            "loaded, not active until an admin grants its permissions"
-        } else {
-            "refused"
+        let what = match c.reason.as_str() {
+            "PermissionsMissing" => "loaded, not active until an admin grants its permissions",
+            "HostCannotWatch" | "KindNotServed" => {
+                "loaded, not active until the host can watch what it watches"
+            }
+            _ => "refused",
         };
         (
             false,

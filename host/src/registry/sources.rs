@@ -119,10 +119,22 @@ pub async fn watch_dir(
     }
 }
 
-/// Whether a refusal ends once an admin grants the plugin's RBAC (the source offers the
-/// version again until then).
+/// Whether a refusal ends once an admin grants the plugin's or the host's RBAC or installs
+/// the CRD a relation needs (the source offers the version again until then).
 pub fn waits_for_permissions(r: &Rejection) -> bool {
-    matches!(r.reason, "PermissionsMissing" | "PermissionsUnchecked")
+    waits(r.reason)
+}
+
+/// [`waits_for_permissions`] by the reason alone.
+pub fn waits(reason: &str) -> bool {
+    matches!(
+        reason,
+        "PermissionsMissing"
+            | "PermissionsUnchecked"
+            | "HostCannotWatch"
+            | "KindNotServed"
+            | "KindsUnchecked"
+    )
 }
 
 fn origin_of(wp: &WasmPlugin) -> String {

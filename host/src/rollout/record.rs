@@ -4,7 +4,11 @@
 //! Files go to `DIR/PLUGIN/NNNNNNNN.yaml`, numbered in order; each plugin keeps at most
 //! `max` of them (the oldest is deleted), and a decision made while the writer is behind is
 //! not recorded (a bounded sample, never a slower reconcile). A decision that observed a
-//! Secret is never recorded, and neither is any Secret.
+//! Secret is never recorded, and neither is any Secret. Secrets are judged by the resource
+//! as well as by the kind an object names: a plugin whose primary or relation is the
+//! Secrets resource (core group, plural `secrets`, whatever kind name it declares; the
+//! declaration was resolved through discovery when the version was offered) is never
+//! recorded.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -14,7 +18,7 @@ use serde_json::Value;
 
 use crate::offline::golden::Case;
 use crate::offline::input::to_yaml;
-use crate::runtime::{Observed, Outcome};
+use crate::runtime::{KindRef, Observed, Outcome, PluginInfo};
 
 /// Decisions waiting for the writer; more are dropped.
 pub const QUEUE: usize = 256;
@@ -32,6 +36,18 @@ pub struct Decision {
     pub observed: Observed,
     /// What it returned.
     pub outcome: Outcome,
+    /// Whether the plugin reads Secrets ([`reads_secrets`]): then nothing is recorded.
+    pub reads_secrets: bool,
+}
+
+/// Whether `k` names the Secrets resource: the core group's `secrets`, or kind `Secret`.
+pub fn is_secrets(k: &KindRef) -> bool {
+    k.group.is_empty() && (k.plural == "secrets" || k.kind == "Secret")
+}
+
+/// Whether the plugin's primary or one of its relations is the Secrets resource.
+pub fn reads_secrets(info: &PluginInfo) -> bool {
+    is_secrets(&info.primary) || info.relations.iter().any(|r| is_secrets(&r.kind))
 }
 
 /// Writes recorded decisions on a thread of its own.
@@ -83,8 +99,12 @@ fn is_secret(o: &Value) -> bool {
         && o.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
-/// The golden case of a decision; `None` when it observed a Secret.
+/// The golden case of a decision; `None` when it observed a Secret or its plugin reads
+/// Secrets.
 pub fn case_of(d: &Decision) -> Option<Case> {
+    if d.reads_secrets {
+        return None;
+    }
     let o = &d.observed;
     let mut seen = HashSet::new();
     let mut objects = Vec::new();
@@ -198,6 +218,7 @@ mod tests {
             object: "d/p".into(),
             observed,
             outcome: Outcome::Plan(Plan::new()),
+            reads_secrets: false,
         }
     }
 
@@ -215,6 +236,50 @@ mod tests {
         assert_eq!(case.object["metadata"]["name"], "p");
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
         assert!(case_of(&decision(7, vec![pod("a"), secret])).is_none());
+    }
+
+    /// A relation declared as `{kind: Blob, plural: secrets}` packs Secrets as `Blob`:
+    /// judged by the resource, nothing of that plugin is recorded (issue #34).
+    #[test]
+    fn a_plugin_reading_secrets_under_another_kind_name_is_not_recorded() {
+        use crate::runtime::{Relation, Selection};
+        let blob = KindRef {
+            kind: "Blob".into(),
+            plural: "secrets".into(),
+            ..KindRef::pod()
+        };
+        let mut info = PluginInfo {
+            name: "podreplica".into(),
+            version: "0.1.0".into(),
+            primary: KindRef {
+                group: "app.example.com".into(),
+                version: "v1alpha1".into(),
+                kind: "PodReplica".into(),
+                plural: "podreplicas".into(),
+                namespaced: true,
+            },
+            crd: None,
+            relations: vec![],
+            permissions: vec![],
+            finalizer: None,
+        };
+        info.relations.push(Relation {
+            name: "blobs".into(),
+            kind: blob,
+            selection: Selection::Namespace,
+            label_selector: None,
+            fields: None,
+        });
+        let packed = json!({"apiVersion": "v1", "kind": "Blob",
+            "metadata": {"name": "s", "uid": "s"}, "data": {"password": "aHVudGVyMg=="}});
+        let mut d = decision(7, vec![pod("a"), packed]);
+        d.reads_secrets = reads_secrets(&info);
+        assert!(case_of(&d).is_none());
+        // Without such a relation, the same plugin is recorded.
+        info.relations.pop();
+        let mut d = decision(7, vec![pod("a")]);
+        d.reads_secrets = reads_secrets(&info);
+        assert!(case_of(&d).is_some());
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod dev;
 mod hostile;
 mod hotswap;
 mod identity;
+mod kinds;
 mod leader;
 mod podreplica;
 mod principals;

@@ -142,6 +142,40 @@ fn protected_objects_are_refused_whatever_is_declared() {
     assert_eq!(err.rule, "protected");
 }
 
+/// A kind declared under another name (`Blob` for the resource `secrets`) is judged by the
+/// resource its requests go to: Secrets, protected (issue #34). Discovery refuses such a
+/// declaration when the version is offered; this is the guard's own line behind it.
+#[test]
+fn an_aliased_kind_is_judged_by_its_resource() {
+    let g = guard(5);
+    let i = declaring(
+        &[
+            ("v1", "Blob", "secrets", true),
+            ("v1", "Helper", "serviceaccounts", true),
+            ("v1", "Box", "pods", true),
+        ],
+        vec![Verb::Create, Verb::Patch, Verb::Delete],
+    );
+    for kind in ["Blob", "Helper"] {
+        let o = json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}});
+        assert_eq!(rule_of(&g, &i, o), "protected", "{kind}");
+        let target = ObjectRef {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: None,
+            name: "x".into(),
+            uid: None,
+        };
+        let err = g
+            .check(&i, &primary(), &Plan::new().delete(target), &HashSet::new())
+            .unwrap_err();
+        assert_eq!(err.rule, "protected", "{kind}");
+    }
+    // The host's own pod, named through another kind, is still its own pod.
+    let own = json!({"apiVersion": "v1", "kind": "Box", "metadata": {"name": "host-pod"}});
+    assert_eq!(rule_of(&g, &i, own), "own-pod");
+}
+
 #[test]
 fn owner_references_may_only_name_the_primary() {
     let g = guard(5);
