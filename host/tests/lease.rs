@@ -22,7 +22,7 @@ use wasmop::ops::fence::Fence;
 mod relay;
 use relay::{Fault, Relay};
 use wasmop::ops::lease::{LeaseConfig, run_elector};
-use wasmop::shards::members::{Membership, list, shard_lease};
+use wasmop::shards::members::{GONE_AFTER, Membership, list, prune, shard_lease};
 use wasmop::shards::ring::{DEFAULT_VNODES, Ring};
 
 const LEASE: Duration = Duration::from_secs(3);
@@ -244,7 +244,11 @@ async fn crashed_leader_is_replaced_after_expiry() -> anyhow::Result<()> {
     run(Exit::Crash).await
 }
 
-async fn cut_off(config: kube::Config, name: &str, fault: Fault) -> anyhow::Result<()> {
+/// A client straight to the API server of `config`, a relay to it, and a client through
+/// the relay.
+async fn through_relay(
+    config: kube::Config,
+) -> anyhow::Result<(kube::Client, Relay, kube::Client)> {
     let direct = kube::Client::try_from(config.clone())?;
     let upstream = config
         .cluster_url
@@ -255,6 +259,11 @@ async fn cut_off(config: kube::Config, name: &str, fault: Fault) -> anyhow::Resu
     let mut relayed = config;
     relayed.cluster_url = format!("https://127.0.0.1:{}", relay.port).parse()?;
     let relayed = kube::Client::try_from(relayed)?;
+    Ok((direct, relay, relayed))
+}
+
+async fn cut_off(config: kube::Config, name: &str, fault: Fault) -> anyhow::Result<()> {
+    let (direct, relay, relayed) = through_relay(config).await?;
 
     let a = start(&relayed, name, "elector-a");
     wait_until(LEASE + SLACK, || Ok(()), || a.leads()).await?;
@@ -314,16 +323,7 @@ async fn leader_whose_requests_hang_steps_down_before_takeover() -> anyhow::Resu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_cut_off_past_its_lease_never_writes_under_it_again() -> anyhow::Result<()> {
     let config = config().await?;
-    let direct = kube::Client::try_from(config.clone())?;
-    let upstream = config
-        .cluster_url
-        .authority()
-        .context("cluster URL without host")?
-        .to_string();
-    let relay = Relay::start(upstream).await?;
-    let mut relayed = config;
-    relayed.cluster_url = format!("https://127.0.0.1:{}", relay.port).parse()?;
-    let relayed = kube::Client::try_from(relayed)?;
+    let (direct, relay, relayed) = through_relay(config).await?;
     let ring = unique_name();
     let id = format!("{ring}-a");
     let mut a = spawn_elector(&relayed, shard_lease("default", &ring, &id));
@@ -423,6 +423,54 @@ async fn shard_leases_make_the_ring_membership() -> anyhow::Result<()> {
             )
             .await;
     }
+    Ok(())
+}
+
+/// The Lease of a shard that crashed is deleted by the sharder's prune once it has gone
+/// unrenewed for ten durations, not before; a live member's Lease is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_of_shards_gone_for_good_are_deleted() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ring = unique_name();
+    let ids: Vec<String> = ["a", "b"].iter().map(|s| format!("{ring}-{s}")).collect();
+    let a = spawn_elector(&client, shard_lease("default", &ring, &ids[0]));
+    let b = spawn_elector(&client, shard_lease("default", &ring, &ids[1]));
+    let mut members = Membership::default();
+    members_become(&client, &ring, &mut members, &ids, LEASE + SLACK).await?;
+    drop(b);
+    let crashed = Instant::now();
+    let gone_after = LEASE * GONE_AFTER;
+    let b_lease = wasmop::shards::members::lease_name(&ids[1]);
+    let deleted = loop {
+        let leases = list(&client, "default", &ring).await?;
+        members.live(&leases, std::time::Instant::now());
+        let deleted = prune(&client, "default", &members).await?;
+        if !deleted.is_empty() {
+            break deleted;
+        }
+        ensure!(
+            crashed.elapsed() < gone_after + 2 * SLACK,
+            "the crashed shard's Lease is still there {:?} after the crash",
+            crashed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let took = crashed.elapsed();
+    ensure!(deleted == [b_lease.clone()], "deleted {deleted:?}");
+    ensure!(
+        took >= gone_after - Duration::from_secs(1),
+        "deleted {took:?} after the crash, before {gone_after:?}"
+    );
+    let api: Api<Lease> = Api::namespaced(client.clone(), "default");
+    ensure!(api.get_opt(&b_lease).await?.is_none(), "still there");
+    let a_lease = wasmop::shards::members::lease_name(&ids[0]);
+    ensure!(
+        api.get_opt(&a_lease).await?.is_some() && a.may_write(),
+        "the live shard lost its Lease"
+    );
+    println!("a crashed shard's Lease deleted {took:?} after the crash ({GONE_AFTER} durations)");
+    a.shut_down().await?;
+    let _ = api.delete(&a_lease, &DeleteParams::default()).await;
     Ok(())
 }
 

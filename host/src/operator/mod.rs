@@ -62,7 +62,9 @@ use crate::runtime::{Limits, Sandbox};
 /// directory.
 pub const DEFAULT_RECORD_DIR: &str = "/tmp/wasmop-records";
 
-async fn client_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+pub(crate) async fn client_config(
+    kubeconfig: Option<&std::path::Path>,
+) -> anyhow::Result<kube::Config> {
     Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -246,6 +248,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         fence.clone()
     };
     let (member_tx, member_rx) = watch::channel(false);
+    // The plugins this replica runs, announced on its shard Lease.
+    let (announce_tx, announced_rx) = watch::channel(crate::ops::lease::Announced::new());
     if let Some(cfg) = lease {
         if let Some(id) = &shard {
             let mut shard_cfg = cfg.clone();
@@ -255,12 +259,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 args.ring.clone(),
             );
             tracing::info!(lease = %shard_cfg.name, ring = %args.ring, "sharding: announcing this replica's shard");
-            shard_elector = Some(tokio::spawn(run_elector(
+            shard_elector = Some(tokio::spawn(crate::ops::lease::run_elector_announcing(
                 client.clone(),
                 shard_cfg,
                 member_tx,
                 work_fence.clone(),
                 shutdown_rx.clone(),
+                announced_rx.clone(),
             )));
         }
         tracing::info!(lease = %cfg.name, identity = %cfg.identity, "waiting to lead (caches warm meanwhile)");
@@ -400,8 +405,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let (manager, metrics, ready) = (manager.clone(), metrics.clone(), health.flag("shard"));
         let (shutdown, stop) = (shutdown_rx.clone(), shutdown_tx.clone());
         tokio::spawn(async move {
-            if !crate::shards::running::follow_shard(member_rx, manager, metrics, ready, shutdown)
-                .await
+            if !crate::shards::running::follow_shard(
+                member_rx,
+                manager,
+                metrics,
+                ready,
+                announce_tx,
+                shutdown,
+            )
+            .await
             {
                 // Nothing may run as if it held the shard: the host stops.
                 tracing::error!("the shard Lease's elector ended: stopping");

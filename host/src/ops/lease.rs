@@ -152,9 +152,13 @@ fn is_conflict(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == 409)
 }
 
+/// Annotations a replica announces on its Lease, written with every renewal.
+pub type Announced = std::collections::BTreeMap<String, String>;
+
 async fn try_acquire_or_renew(
     api: &Api<Lease>,
     cfg: &LeaseConfig,
+    announced: &Announced,
     observer: &mut Observer,
 ) -> kube::Result<Attempt> {
     let existing = api.get_opt(&cfg.name).await?;
@@ -172,6 +176,7 @@ async fn try_acquire_or_renew(
                     name: Some(cfg.name.clone()),
                     namespace: Some(cfg.namespace.clone()),
                     labels: (!cfg.labels.is_empty()).then(|| cfg.labels.clone()),
+                    annotations: (!announced.is_empty()).then(|| announced.clone()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(new_spec),
@@ -186,6 +191,13 @@ async fn try_acquire_or_renew(
                     .labels
                     .get_or_insert_with(Default::default)
                     .extend(cfg.labels.clone());
+            }
+            if !announced.is_empty() {
+                lease
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .extend(announced.clone());
             }
             let lease = Lease {
                 spec: Some(new_spec),
@@ -266,7 +278,22 @@ pub async fn run_elector(
     cfg: LeaseConfig,
     leading: watch::Sender<bool>,
     fence: Arc<Fence>,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let (_keep, announced) = watch::channel(Announced::new());
+    run_elector_announcing(client, cfg, leading, fence, shutdown, announced).await
+}
+
+/// [`run_elector`], also writing the annotations `announced` holds at each moment on the
+/// Lease with every renewal (a shard says which plugins it runs; the elector is the one
+/// writer of its Lease, so no other write races its renewals).
+pub async fn run_elector_announcing(
+    client: kube::Client,
+    cfg: LeaseConfig,
+    leading: watch::Sender<bool>,
+    fence: Arc<Fence>,
     mut shutdown: watch::Receiver<bool>,
+    mut announced: watch::Receiver<Announced>,
 ) -> anyhow::Result<()> {
     cfg.validate()?;
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
@@ -303,9 +330,13 @@ pub async fn run_elector(
         } else {
             cfg.renew_every
         };
-        let attempt = tokio::time::timeout(budget, try_acquire_or_renew(&api, &cfg, &mut observer))
-            .await
-            .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())));
+        let now_announced = announced.borrow().clone();
+        let attempt = tokio::time::timeout(
+            budget,
+            try_acquire_or_renew(&api, &cfg, &now_announced, &mut observer),
+        )
+        .await
+        .unwrap_or_else(|_| Err(kube::Error::Service("lease request timed out".into())));
         may_hold = matches!(attempt, Ok(Attempt::Holding) | Err(_));
         let done = std::time::Instant::now();
         if matches!(attempt, Ok(Attempt::Holding))
@@ -375,7 +406,16 @@ pub async fn run_elector(
             }
         };
         if !wait.is_zero() {
-            pause(wait, &mut shutdown).await;
+            // A new announcement is written at once by a holder (a renewal), not a period
+            // later.
+            let waited_or_news = tokio::select! {
+                () = pause(wait, &mut shutdown) => true,
+                changed = announced.changed(), if is_leader => changed.is_ok(),
+            };
+            // The announcing side is gone: wait as usual.
+            if !waited_or_news {
+                pause(wait, &mut shutdown).await;
+            }
         }
     }
 

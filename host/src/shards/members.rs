@@ -3,12 +3,14 @@
 //! A member is live while its Lease has a holder and has been seen renewed within its
 //! duration by the observer's own clock (the leader election's rule, so clocks that
 //! disagree cannot make a live shard look dead); a released Lease (no holder) leaves at once.
+//! A Lease no member has held for [`GONE_AFTER`] of its durations is deleted by the sharder
+//! ([`prune`]), so the ring's Leases do not pile up as replicas come and go.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
 use crate::ops::lease::{Decision, LeaseConfig, Observer, decide};
 
@@ -28,27 +30,80 @@ pub fn shard_lease(namespace: &str, ring: &str, identity: &str) -> LeaseConfig {
     cfg
 }
 
+/// The annotation on a shard Lease naming the plugins its replica runs, comma-separated,
+/// written by its elector with every renewal: the sharder gives a plugin's objects only to
+/// members that announce it.
+pub const PLUGINS_ANNOTATION: &str = "wasmop.dev/plugins";
+
+/// The annotations announcing `plugins` (names).
+pub fn announcing<'a>(plugins: impl IntoIterator<Item = &'a str>) -> crate::ops::lease::Announced {
+    let names: BTreeSet<&str> = plugins.into_iter().collect();
+    let list: Vec<&str> = names.into_iter().collect();
+    [(PLUGINS_ANNOTATION.to_string(), list.join(","))].into()
+}
+
 /// The shard Leases of `ring` in `namespace`: (name, spec) each.
 pub async fn list(
     client: &kube::Client,
     namespace: &str,
     ring: &str,
 ) -> Result<Vec<(String, Option<LeaseSpec>)>, kube::Error> {
+    Ok(list_announced(client, namespace, ring).await?.0)
+}
+
+/// [`list`], and the plugins each holder announces ([`PLUGINS_ANNOTATION`]), by holder.
+pub async fn list_announced(
+    client: &kube::Client,
+    namespace: &str,
+    ring: &str,
+) -> Result<(Vec<(String, Option<LeaseSpec>)>, Announcements), kube::Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let leases = api
         .list(&ListParams::default().labels(&format!("{RING_LABEL}={ring}")))
         .await?;
-    Ok(leases
+    let mut announced = Announcements::new();
+    let leases = leases
         .items
         .into_iter()
-        .map(|l| (l.metadata.name.unwrap_or_default(), l.spec))
-        .collect())
+        .map(|l| {
+            let holder = l.spec.as_ref().and_then(|s| s.holder_identity.clone());
+            let plugins = l
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(PLUGINS_ANNOTATION));
+            if let (Some(holder), Some(plugins)) = (holder, plugins) {
+                let names = plugins.split(',').filter(|p| !p.is_empty());
+                announced.insert(holder, names.map(str::to_string).collect());
+            }
+            (l.metadata.name.unwrap_or_default(), l.spec)
+        })
+        .collect();
+    Ok((leases, announced))
 }
+
+/// The plugins each member (holder identity) announces.
+pub type Announcements = HashMap<String, BTreeSet<String>>;
+
+/// The `live` members that announce `plugin`.
+pub fn running(live: &[String], announced: &Announcements, plugin: &str) -> Vec<String> {
+    live.iter()
+        .filter(|m| announced.get(*m).is_some_and(|p| p.contains(plugin)))
+        .cloned()
+        .collect()
+}
+
+/// How many lease durations a shard Lease stays without a live holder before the sharder
+/// deletes it.
+pub const GONE_AFTER: u32 = 10;
 
 /// Watches the shard Leases of a ring and says which members are live.
 #[derive(Debug, Default)]
 pub struct Membership {
     observers: HashMap<String, Observer>,
+    /// Per Lease: as last read, and whether it was gone (no live holder) for
+    /// [`GONE_AFTER`] durations then.
+    gone: HashMap<String, (Option<LeaseSpec>, bool)>,
 }
 
 impl Membership {
@@ -57,6 +112,7 @@ impl Membership {
     pub fn live(&mut self, leases: &[(String, Option<LeaseSpec>)], now: Instant) -> Vec<String> {
         self.observers
             .retain(|name, _| leases.iter().any(|(n, _)| n == name));
+        self.gone.clear();
         let mut live: Vec<String> = leases
             .iter()
             .filter_map(|(name, spec)| {
@@ -66,7 +122,16 @@ impl Membership {
                     .or_default()
                     .see(spec.as_ref(), now);
                 // Judged as a replica that holds none of them would judge it.
-                match decide(spec.as_ref(), "", unchanged) {
+                let decided = decide(spec.as_ref(), "", unchanged);
+                let duration = spec
+                    .as_ref()
+                    .and_then(|s| s.lease_duration_seconds)
+                    .unwrap_or(0)
+                    .max(1) as u64;
+                let long_gone = unchanged >= std::time::Duration::from_secs(duration) * GONE_AFTER;
+                let gone = !matches!(decided, Decision::Held { .. }) && long_gone;
+                self.gone.insert(name.clone(), (spec.clone(), gone));
+                match decided {
                     Decision::Held { holder, .. } => Some(holder),
                     _ => None,
                 }
@@ -76,6 +141,56 @@ impl Membership {
         live.dedup();
         live
     }
+}
+
+impl Membership {
+    /// The Leases (names) that were gone for good at the last [`Membership::live`]: no live
+    /// holder, and unchanged for [`GONE_AFTER`] lease durations.
+    pub fn gone(&self) -> Vec<String> {
+        let mut gone: Vec<String> = self
+            .gone
+            .iter()
+            .filter(|(_, (_, g))| *g)
+            .map(|(n, _)| n.clone())
+            .collect();
+        gone.sort();
+        gone
+    }
+}
+
+/// Deletes the Leases of `ring` that `membership` found gone for good, each only if it is
+/// still as read then (a member that renews at that moment keeps its Lease: the delete
+/// carries the resourceVersion of a fresh read whose record must equal the one judged).
+/// Returns the names deleted.
+pub async fn prune(
+    client: &kube::Client,
+    namespace: &str,
+    membership: &Membership,
+) -> Result<Vec<String>, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let mut deleted = Vec::new();
+    for name in membership.gone() {
+        let Some(lease) = api.get_opt(&name).await? else {
+            continue;
+        };
+        let judged = membership.gone.get(&name).map(|(spec, _)| spec);
+        if judged != Some(&lease.spec) {
+            continue;
+        }
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: lease.metadata.resource_version.clone(),
+                uid: lease.metadata.uid.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &dp).await {
+            Ok(_) => deleted.push(name),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
 }
 
 #[cfg(test)]
@@ -123,5 +238,48 @@ mod tests {
         assert_eq!(m.live(&only_b, t0 + Duration::from_secs(12)), ["b"]);
         assert_eq!(m.observers.len(), 1);
         assert_eq!(lease_name("pod-1"), "wasmop-shard-pod-1");
+    }
+
+    #[test]
+    fn a_plugin_goes_only_to_the_members_that_announce_it() {
+        let a = announcing(["podreplica", "chaospod"]);
+        assert_eq!(a[PLUGINS_ANNOTATION], "chaospod,podreplica");
+        let mut announced = Announcements::new();
+        announced.insert(
+            "a".into(),
+            ["chaospod", "podreplica"].map(String::from).into(),
+        );
+        announced.insert("b".into(), ["chaospod"].map(String::from).into());
+        let live = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        assert_eq!(running(&live, &announced, "podreplica"), ["a"]);
+        assert_eq!(running(&live, &announced, "chaospod"), ["a", "b"]);
+        assert!(running(&live, &announced, "other").is_empty());
+    }
+
+    #[test]
+    fn a_lease_without_a_live_holder_for_ten_durations_is_gone() {
+        let mut m = Membership::default();
+        let t0 = Instant::now();
+        let leases = |c: Option<&str>| {
+            vec![
+                ("wasmop-shard-a".to_string(), spec(Some("a"), 0)),
+                ("wasmop-shard-c".to_string(), spec(c, 0)),
+            ]
+        };
+        m.live(&leases(Some("c")), t0);
+        // c stops renewing at once (its record never changes again), a too.
+        assert!(m.gone().is_empty());
+        let at = |secs| t0 + Duration::from_secs(secs);
+        m.live(&leases(Some("c")), at(99));
+        assert!(m.gone().is_empty(), "gone before 10 durations (100 s)");
+        m.live(&leases(Some("c")), at(100));
+        assert_eq!(m.gone(), ["wasmop-shard-a", "wasmop-shard-c"]);
+        // c comes back (a renewal changes its record): not gone any more.
+        let back = vec![
+            ("wasmop-shard-a".to_string(), spec(Some("a"), 0)),
+            ("wasmop-shard-c".to_string(), spec(Some("c"), 1)),
+        ];
+        m.live(&back, at(101));
+        assert_eq!(m.gone(), ["wasmop-shard-a"]);
     }
 }

@@ -12,7 +12,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::scope::CONTROLLER_LABEL;
-use super::sharder::api_of;
+use super::sharder::{api_of, list_paged};
 use crate::operator::kinds::api_resource;
 use crate::runtime::{PluginInfo, Selection};
 
@@ -32,11 +32,7 @@ pub async fn label_unsharded(
     {
         let ar = api_resource(&relation.kind);
         let unlabelled = ListParams::default().labels(&format!("!{CONTROLLER_LABEL}"));
-        for obj in api_of(client, &ar, namespace)
-            .list_metadata(&unlabelled)
-            .await?
-            .items
-        {
+        for obj in list_paged(&api_of(client, &ar, namespace), &unlabelled).await? {
             let m = &obj.metadata;
             let Some(owner) = m.owner_references.iter().flatten().find(|o| {
                 o.controller == Some(true)

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::members::{Membership, list};
+use super::members::{Membership, list_announced, running};
 use super::migrate::label_unsharded;
 use super::sharder::pass;
 use crate::operator::kinds::api_resource;
@@ -62,16 +62,32 @@ pub async fn run_sharder(
         let mut membership = Membership::default();
         // Per plugin, once a term: objects made before sharding, labelled; their owners.
         let mut migrated: HashMap<String, HashSet<String>> = HashMap::new();
+        let mut prune_failed = false;
         while *leading.borrow() && !*shutdown.borrow() {
-            let live = match list(&client, &settings.namespace, &settings.ring).await {
-                Ok(leases) => membership.live(&leases, Instant::now()),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot list the shard Leases");
-                    wait_or_end(settings.every, &mut leading, &mut shutdown).await;
-                    continue;
-                }
-            };
+            let (live, announced) =
+                match list_announced(&client, &settings.namespace, &settings.ring).await {
+                    Ok((leases, announced)) => {
+                        (membership.live(&leases, Instant::now()), announced)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot list the shard Leases");
+                        wait_or_end(settings.every, &mut leading, &mut shutdown).await;
+                        continue;
+                    }
+                };
             metrics.shard_ring_members.set(live.len() as i64);
+            match super::members::prune(&client, &settings.namespace, &membership).await {
+                Ok(deleted) if !deleted.is_empty() => {
+                    tracing::info!(leases = ?deleted, "deleted the Leases of shards gone for good");
+                }
+                Ok(_) => {}
+                // Said once a term: the next passes try again quietly.
+                Err(e) if !prune_failed => {
+                    prune_failed = true;
+                    tracing::warn!(error = %e, "cannot delete the Leases of shards gone");
+                }
+                Err(e) => tracing::debug!(error = %e, "cannot delete the Leases of shards gone"),
+            }
             for (info, _) in manager.primaries().await {
                 let plugin = info.name.clone();
                 if !migrated.contains_key(&plugin) {
@@ -93,7 +109,9 @@ pub async fn run_sharder(
                 let unsharded = &migrated[&plugin];
                 let ar = api_resource(&info.primary);
                 let ns = settings.watched.as_deref();
-                match pass(&client, &ar, ns, None, &live, unsharded).await {
+                // Only the members that run this plugin: another's objects would wait forever.
+                let members = running(&live, &announced, &plugin);
+                match pass(&client, &ar, ns, None, &members, unsharded).await {
                     Ok(p) => {
                         let assigned: usize = p.assigned.values().sum();
                         for (step, n) in [("assigned", assigned), ("drain", p.drained)] {
@@ -121,12 +139,14 @@ pub async fn run_sharder(
 /// Follows this replica's shard Lease until shutdown: while it holds it, the replica is a
 /// member (`wasmop_shard_member`, readiness `shard`) and reconciles what it holds (all of
 /// it again on each new term); every second it counts its primaries
-/// (`wasmop_shard_objects`). Returns `false` if the elector ended before shutdown.
+/// (`wasmop_shard_objects`) and announces on `announce` the plugins it runs (written on its
+/// Lease by the elector). Returns `false` if the elector ended before shutdown.
 pub async fn follow_shard(
     mut member: watch::Receiver<bool>,
     manager: Arc<Manager>,
     metrics: Arc<Metrics>,
     ready: ReadyFlag,
+    announce: watch::Sender<crate::ops::lease::Announced>,
     mut shutdown: watch::Receiver<bool>,
 ) -> bool {
     let mut was = false;
@@ -143,7 +163,10 @@ pub async fn follow_shard(
             }
             was = now;
         }
-        for (info, held) in manager.primaries().await {
+        let primaries = manager.primaries().await;
+        let runs = super::members::announcing(primaries.iter().map(|(i, _)| i.name.as_str()));
+        announce.send_if_modified(|a| std::mem::replace(a, runs.clone()) != runs);
+        for (info, held) in primaries {
             metrics
                 .shard_objects
                 .get_or_create(&PluginOnlyLabels { plugin: info.name })

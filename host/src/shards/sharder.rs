@@ -45,6 +45,27 @@ fn handed_over(m: &kube::core::ObjectMeta) -> bool {
         .is_some_and(|a| a.contains_key(HANDOVER_ANNOTATION))
 }
 
+/// Objects per page when the sharder lists.
+pub const PAGE: u32 = 500;
+
+/// The metadata of every object `lp` selects, read a page of [`PAGE`] at a time, so that
+/// neither the API server nor the host holds one answer for every object at once.
+pub async fn list_paged(
+    api: &Api<DynamicObject>,
+    lp: &ListParams,
+) -> Result<Vec<kube::core::PartialObjectMeta<DynamicObject>>, kube::Error> {
+    let mut all = Vec::new();
+    let mut page = lp.clone().limit(PAGE);
+    loop {
+        let list = api.list_metadata(&page).await?;
+        all.extend(list.items);
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => page = page.continue_token(&token),
+            None => return Ok(all),
+        }
+    }
+}
+
 /// The API of `ar`'s objects in `namespace` (all namespaces when `None`).
 pub fn api_of(
     client: &kube::Client,
@@ -77,7 +98,7 @@ pub async fn pass(
     }
     let mut out = Pass::default();
     let mut patches = Vec::new();
-    for obj in api.list_metadata(&lp).await?.items {
+    for obj in list_paged(&api, &lp).await? {
         out.objects += 1;
         let m = &obj.metadata;
         let (Some(name), Some(uid)) = (m.name.clone(), m.uid.as_deref()) else {

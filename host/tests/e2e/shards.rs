@@ -40,6 +40,11 @@ fn replica(cluster: &Cluster, id: &str) -> Host {
 
 /// [`replica`] with more arguments.
 fn replica_with(cluster: &Cluster, id: &str, extra: &[&str]) -> Host {
+    replica_running(cluster, id, &["podreplica.wasm"], extra)
+}
+
+/// A sharded replica running `plugins`, with more arguments.
+fn replica_running(cluster: &Cluster, id: &str, plugins: &[&str], extra: &[&str]) -> Host {
     let mut args = vec![
         "--leader-election",
         "--sharding",
@@ -51,7 +56,7 @@ fn replica_with(cluster: &Cluster, id: &str, extra: &[&str]) -> Host {
         id,
     ];
     args.extend_from_slice(extra);
-    Host::start(cluster, &["podreplica.wasm"], &args, &[])
+    Host::start(cluster, plugins, &args, &[])
 }
 
 /// A gauge of the host's metrics: the value of the first line starting with `prefix`.
@@ -96,6 +101,25 @@ fn caches_follow_labels(
             primaries
         })
         .collect()
+}
+
+/// Stops the sampler and asserts what it saw for the whole test: at least `min_events` pod
+/// events, a PodReplica with `size` live pods at some moment, and never a pod made for one
+/// that already had `size`.
+async fn sampled_within(sampler: Sampler, uids: &[String], size: usize, min_events: usize) {
+    let (events, worst, over) = sampler.finish(uids).await;
+    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
+    assert!(
+        events >= min_events && worst == size,
+        "the sampler watched {events} pod events for {} PodReplicas (most live pods {worst}, size {size})",
+        uids.len()
+    );
+    assert!(
+        over.is_empty(),
+        "{} PodReplicas got a pod while they had {size} live:\n{}",
+        over.len(),
+        over.join("\n")
+    );
 }
 
 /// Every PodReplica's shard label (empty when it has none) and whether it is draining.
@@ -417,19 +441,7 @@ async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
          ({released} acknowledged, {moved} moved, {lapsed} taken after a late renewal)"
     );
 
-    let (events, worst, over) = sampler.finish(&uids).await;
-    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
-    assert!(
-        events >= uids.len() && worst == 1,
-        "the sampler watched only {events} pod events for {} PodReplicas (most live pods {worst})",
-        uids.len()
-    );
-    assert!(
-        over.is_empty(),
-        "{} PodReplicas had two live pods at once:\n{}",
-        over.len(),
-        over.join("\n")
-    );
+    sampled_within(sampler, &uids, 1, uids.len()).await;
     labels.task.abort();
     let seen = *labels.moves.lock().unwrap();
     let v = labels.violations.lock().unwrap().clone();
@@ -508,22 +520,37 @@ async fn turning_sharding_on_takes_over_what_was_made_without_it() {
         taken.keys().all(|k| k.ends_with("owning 2")),
         "a takeover found other than the 2 pods: {taken:?}"
     );
-    let (events, worst, over) = sampler.finish(&uids).await;
-    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
-    assert!(
-        events >= uids.len() && worst == 2,
-        "the sampler watched only {events} pod events for {} PodReplicas (most live pods {worst})",
-        uids.len()
-    );
-    assert!(
-        over.is_empty(),
-        "{} PodReplicas had more than 2 live pods:\n{}",
-        over.len(),
-        over.join("\n")
-    );
+    sampled_within(sampler, &uids, 2, uids.len()).await;
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));
     }
+}
+
+/// How often `host` has started afresh as a new member (its log says so each time).
+fn fresh_starts(host: &Host) -> usize {
+    host.log_text()
+        .matches("starting afresh as a new member")
+        .count()
+}
+
+/// Waits until `host` (`id`) has started afresh more often than `before`.
+async fn started_afresh(host: &Host, id: &str, before: usize, within: Duration) {
+    let what = format!("{id} starts afresh");
+    eventually(within, &what, || async {
+        (fresh_starts(host) > before).then_some(())
+    })
+    .await;
+}
+
+/// Waits until every PodReplica has `size` live pods and every pod its owner's shard.
+async fn converged_on_owners(client: &Client, uids: &[String], size: usize, what: &str) {
+    all_converged_at(client, uids, size, what).await;
+    eventually(
+        Duration::from_secs(60),
+        "pods follow their owners",
+        || async { pods_follow_owners(client).await.ok() },
+    )
+    .await;
 }
 
 /// Pauses `host` (SIGSTOP) until the objects are all on `others`, moved by the sharder after
@@ -536,10 +563,7 @@ async fn pause_past_lease(
     id: &str,
     others: &[&str],
 ) -> Duration {
-    let restarts = host
-        .log_text()
-        .matches("starting afresh as a new member")
-        .count();
+    let restarts = fresh_starts(host);
     let pid = host.pid();
     host.signal("STOP");
     let paused = Instant::now();
@@ -552,19 +576,7 @@ async fn pause_past_lease(
     .await;
     let held = paused.elapsed();
     host.signal("CONT");
-    eventually(
-        Duration::from_secs(30),
-        &format!("{id} starts afresh after its pause"),
-        || async {
-            (host
-                .log_text()
-                .matches("starting afresh as a new member")
-                .count()
-                > restarts)
-                .then_some(())
-        },
-    )
-    .await;
+    started_afresh(host, id, restarts, Duration::from_secs(30)).await;
     assert_eq!(host.pid(), pid, "{id} replaced itself in place");
     let mut all = others.to_vec();
     all.push(id);
@@ -611,37 +623,15 @@ async fn paused_replicas_come_back_as_new_members_without_doubling() {
         let held = pause_past_lease(&client, N, &hosts[paused], paused, &[other]).await;
         println!("{paused}: paused {held:?}, came back as a new member");
         phase.set(&format!("{paused} back"));
-        all_converged_at(
-            &client,
-            &uids,
-            2,
-            &format!("converged after {paused} came back"),
-        )
-        .await;
-        eventually(
-            Duration::from_secs(60),
-            "pods follow their owners",
-            || async { pods_follow_owners(&client).await.ok() },
-        )
-        .await;
+        let what = format!("converged after {paused} came back");
+        converged_on_owners(&client, &uids, 2, &what).await;
     }
     eventually(Duration::from_secs(30), "a leader again", || async {
         hosts.values().any(Host::leads).then_some(())
     })
     .await;
 
-    let (events, worst, over) = sampler.finish(&uids).await;
-    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
-    assert!(
-        events >= 2 * N && worst == 2,
-        "the sampler watched only {events} pod events for {N} PodReplicas (most live pods {worst})"
-    );
-    assert!(
-        over.is_empty(),
-        "{} PodReplicas had more than 2 live pods:\n{}",
-        over.len(),
-        over.join("\n")
-    );
+    sampled_within(sampler, &uids, 2, 2 * N).await;
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));
     }
@@ -713,18 +703,7 @@ async fn relabelled_objects_are_taken_over_without_doubling() {
     all_converged_at(&client, &uids, 2, "converged after the relabel").await;
     delete_every(&client, 5).await;
     all_converged_at(&client, &uids, 2, "deleted pods replaced after the relabel").await;
-    let (events, worst, over) = sampler.finish(&uids).await;
-    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
-    assert!(
-        events >= 2 * N && worst == 2,
-        "the sampler watched only {events} pod events for {N} PodReplicas (most live pods {worst})"
-    );
-    assert!(
-        over.is_empty(),
-        "{} PodReplicas had more than 2 live pods:\n{}",
-        over.len(),
-        over.join("\n")
-    );
+    sampled_within(sampler, &uids, 2, 2 * N).await;
     let first_sight = hosts["shard-b"]
         .log_text()
         .lines()
@@ -810,10 +789,7 @@ async fn a_partitioned_shard_comes_back_as_a_new_member_without_doubling() {
 
     phase.set("shard-b cut off");
     let b = &hosts["shard-b"];
-    let restarts = b
-        .log_text()
-        .matches("starting afresh as a new member")
-        .count();
+    let restarts = fresh_starts(b);
     relay.break_link(crate::support::relay::Fault::Blackhole);
     let cut = Instant::now();
     settled(&client, N, &["shard-a"], Duration::from_secs(90)).await;
@@ -844,36 +820,65 @@ async fn a_partitioned_shard_comes_back_as_a_new_member_without_doubling() {
     relay.heal();
     println!("link mended {:?} after the cut", cut.elapsed());
     phase.set("shard-b back");
-    eventually(Duration::from_secs(60), "shard-b starts afresh", || async {
-        (b.log_text()
-            .matches("starting afresh as a new member")
-            .count()
-            > restarts)
+    started_afresh(b, "shard-b", restarts, Duration::from_secs(60)).await;
+    spread(&client, N, &["shard-a", "shard-b"]).await;
+    converged_on_owners(&client, &uids, 2, "converged after shard-b came back").await;
+
+    sampled_within(sampler, &uids, 2, 2 * N).await;
+    for (_, mut h) in hosts {
+        h.terminate(Duration::from_secs(15));
+    }
+}
+
+/// A plugin's objects go only to the shards that run it: shard-a runs PodReplica, shard-b
+/// only ChaosPod (each announces its plugins on its shard Lease). 200 PodReplicas x 1 all go
+/// to shard-a and converge; shard-b holds none of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn objects_go_only_to_the_shards_that_run_their_plugin() {
+    const N: usize = 200;
+    let cluster = Cluster::start_with_node_pods("shards-plugins", 300);
+    let client = cluster.client().await;
+    let a = replica(&cluster, "shard-a");
+    let b = replica_running(&cluster, "shard-b", &["chaospod.wasm"], &[]);
+    wait_for_crd(&client, &podreplica_resource()).await;
+    eventually(Duration::from_secs(60), "both shards members", || async {
+        [&a, &b]
+            .iter()
+            .all(|h| gauge(h, "wasmop_shard_member").is_some_and(|v| v == 1.0))
             .then_some(())
     })
     .await;
-    spread(&client, N, &["shard-a", "shard-b"]).await;
-    all_converged_at(&client, &uids, 2, "converged after shard-b came back").await;
-    eventually(
-        Duration::from_secs(60),
-        "pods follow their owners",
-        || async { pods_follow_owners(&client).await.ok() },
+    let phase = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase.clone(), 1);
+    phase.set("PodReplicas on the shards that run PodReplica");
+    let uids = apply_replicas(&client, N, 1).await;
+    all_converged_at(
+        &client,
+        &uids,
+        1,
+        "200 PodReplicas x 1, one shard running them",
     )
     .await;
-
-    let (events, worst, over) = sampler.finish(&uids).await;
-    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
-    assert!(
-        events >= 2 * N && worst == 2,
-        "the sampler watched only {events} pod events for {N} PodReplicas (most live pods {worst})"
-    );
-    assert!(
-        over.is_empty(),
-        "{} PodReplicas had more than 2 live pods:\n{}",
-        over.len(),
-        over.join("\n")
-    );
-    for (_, mut h) in hosts {
+    let split = settled(&client, N, &["shard-a"], Duration::from_secs(30)).await;
+    assert_eq!(split.get("shard-a"), Some(&N), "{split:?}");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let announced = |id: &str| {
+        let leases = leases.clone();
+        let name = format!("wasmop-shard-{id}");
+        async move {
+            let lease = leases.get(&name).await.ok()?;
+            lease
+                .metadata
+                .annotations?
+                .get("wasmop.dev/plugins")
+                .cloned()
+        }
+    };
+    assert_eq!(announced("shard-a").await.as_deref(), Some("podreplica"));
+    assert_eq!(announced("shard-b").await.as_deref(), Some("chaospod"));
+    sampled_within(sampler, &uids, 1, N).await;
+    for mut h in [a, b] {
         h.terminate(Duration::from_secs(15));
     }
 }
