@@ -34,7 +34,10 @@ mod tests {
         assert!((900..=1_100).contains(&tenth), "10% gave {tenth} of 10,000");
         // Raising the percentage keeps every object already in the share.
         assert!(uids.iter().all(|u| !in_canary(u, 10) || in_canary(u, 50)));
-        // The same UID always lands on the same side.
-        assert_eq!(in_canary(&uids[7], 50), in_canary(&uids[7].clone(), 50));
+        // The same UID lands in the same bucket on every replica, restart and version: the
+        // buckets are sha256's, computed here independently (Python's hashlib).
+        assert_eq!(bucket(&uids[7]), 7252);
+        assert_eq!(bucket("0b5e7c3a-1d2f-4e6a-9b8c-7d6e5f4a3b2c"), 4077);
+        assert!(in_canary(&uids[7], 73) && !in_canary(&uids[7], 72));
     }
 }

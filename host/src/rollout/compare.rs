@@ -8,6 +8,9 @@ use crate::runtime::Outcome;
 
 /// Longest diff kept, in bytes (a divergence goes into the WasmPlugin status).
 pub const MAX_DIFF: usize = 4096;
+/// The most time the line diff of two large outcomes may take; past it the diff is coarser
+/// (whole differing blocks), never slower.
+pub const DIFF_BUDGET: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How a candidate's outcome compares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,11 +35,14 @@ pub fn compare(active: &Outcome, candidate: &Outcome) -> Comparison {
 }
 
 /// A unified diff of two outcomes as YAML, from `active` to `candidate`, cut at
-/// [`MAX_DIFF`] bytes.
+/// [`MAX_DIFF`] bytes, computed within [`DIFF_BUDGET`]. CPU work: call it off the async
+/// workers.
 pub fn diff(active: &Outcome, candidate: &Outcome) -> String {
     let a = to_yaml(active).unwrap_or_else(|e| format!("{e}"));
     let b = to_yaml(candidate).unwrap_or_else(|e| format!("{e}"));
-    let text = TextDiff::from_lines(&a, &b)
+    let text = TextDiff::configure()
+        .timeout(DIFF_BUDGET)
+        .diff_lines(&a, &b)
         .unified_diff()
         .context_radius(2)
         .header("active", "candidate")

@@ -1,6 +1,8 @@
 //! The shadow call: the candidate decides on a copy of the observed value the active version
-//! saw, on its own task, so neither its time nor its faults touch the reconcile; the two
-//! outcomes are compared and counted.
+//! saw, on its own task and in the sandbox's share for candidates
+//! ([`Sandbox::decide_candidate`]), so neither its time, its faults nor its calls' slots
+//! touch the reconcile or other plugins; the two outcomes are compared (on the blocking
+//! pool, within a time budget) and counted.
 
 use std::sync::Arc;
 
@@ -62,7 +64,7 @@ pub fn spawn(sandbox: &Sandbox, metrics: &Arc<Metrics>, call: ShadowCall) {
         let _permit = permit;
         let c = &call.candidate;
         let result = sandbox
-            .decide(
+            .decide_candidate(
                 c.plugin.clone(),
                 call.entry,
                 call.observed,
@@ -75,7 +77,12 @@ pub fn spawn(sandbox: &Sandbox, metrics: &Arc<Metrics>, call: ShadowCall) {
             time: now(),
             diff,
         };
-        let result = match compare(&call.active, &outcome) {
+        let active = call.active;
+        let compared = tokio::task::spawn_blocking(move || compare(&active, &outcome)).await;
+        let Ok(compared) = compared else {
+            return;
+        };
+        let result = match compared {
             Comparison::Agree => {
                 c.stats.agreed();
                 "agree"

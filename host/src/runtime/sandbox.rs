@@ -17,6 +17,48 @@ use super::store::{CallContext, StoreData};
 use super::types::{Observed, Plan, ReconcileError};
 use super::validate::validate_info;
 
+/// Calls of candidates (shadow decisions) running at once: a quarter of the active calls,
+/// at least one, on top of them.
+pub fn candidate_share(max_concurrent_calls: usize) -> usize {
+    (max_concurrent_calls / 4).max(1)
+}
+
+/// Compiled components kept for a version offered again (a restart of its controller, a
+/// rollback, the same upload on another WasmPlugin); each holds its machine code.
+pub const COMPILED_KEPT: usize = 8;
+
+/// The compiled components, each with when it was last used.
+#[derive(Default)]
+struct Compiled {
+    entries: HashMap<(String, u64), (Component, u64)>,
+    clock: u64,
+}
+
+impl Compiled {
+    fn get(&mut self, key: &(String, u64)) -> Option<Component> {
+        self.clock += 1;
+        let (component, used) = self.entries.get_mut(key)?;
+        *used = self.clock;
+        Some(component.clone())
+    }
+
+    fn keep(&mut self, key: (String, u64), component: Component) {
+        self.clock += 1;
+        self.entries.insert(key, (component, self.clock));
+        while self.entries.len() > COMPILED_KEPT {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => self.entries.remove(&k),
+                None => break,
+            };
+        }
+    }
+}
+
 /// Loads plugins and runs their calls. Clone it freely: clones share the engine, the
 /// linker, the compile cache and the concurrency bound.
 #[derive(Clone)]
@@ -25,9 +67,12 @@ pub struct Sandbox {
     linker: Arc<Linker<StoreData>>,
     /// Compiled components keyed by (wasm digest, engine fingerprint). The fingerprint
     /// covers the wasmtime version and the engine configuration. Only code this process
-    /// compiled itself is ever stored here.
-    cache: Arc<Mutex<HashMap<(String, u64), Component>>>,
+    /// compiled itself, of versions that loaded, is ever stored here; at most
+    /// [`COMPILED_KEPT`], the least recently used going first.
+    cache: Arc<Mutex<Compiled>>,
     permits: Arc<Semaphore>,
+    /// The candidates' own share ([`Sandbox::decide_candidate`]).
+    candidate_permits: Arc<Semaphore>,
 }
 
 impl Sandbox {
@@ -43,7 +88,8 @@ impl Sandbox {
         max_concurrent_calls: usize,
         guest_memory_bytes: usize,
     ) -> anyhow::Result<Self> {
-        let max_instances = (max_concurrent_calls as u32 * 2 + 8).max(16);
+        let calls = max_concurrent_calls + candidate_share(max_concurrent_calls);
+        let max_instances = (calls as u32 * 2 + 8).max(16);
         let engine = SandboxEngine::new(EngineConfig {
             max_instances,
             guest_memory_bytes,
@@ -62,6 +108,7 @@ impl Sandbox {
             linker: Arc::new(linker),
             cache: Arc::default(),
             permits: Arc::new(Semaphore::new(max_concurrent_calls.max(1))),
+            candidate_permits: Arc::new(Semaphore::new(candidate_share(max_concurrent_calls))),
         })
     }
 
@@ -70,10 +117,12 @@ impl Sandbox {
         &self.engine
     }
 
+    /// The compiled component of `bytes`: kept from an earlier load, or compiled now (and
+    /// kept by [`Sandbox::load`] only once the version has loaded).
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, LoadError> {
         let key = (digest.to_string(), self.engine.fingerprint());
         if let Some(c) = self.cache.lock().expect("cache lock").get(&key) {
-            return Ok(c.clone());
+            return Ok(c);
         }
         let started = std::time::Instant::now();
         let (hits, misses) = self.engine.functions().hits_and_misses();
@@ -90,11 +139,12 @@ impl Sandbox {
             cache_kib = self.engine.functions().bytes() / 1024,
             "compiled (functions reused from earlier versions, or compiled)"
         );
-        self.cache
-            .lock()
-            .expect("cache lock")
-            .insert(key, component.clone());
         Ok(component)
+    }
+
+    /// How many compiled components are kept.
+    pub fn compiled_kept(&self) -> usize {
+        self.cache.lock().expect("cache lock").entries.len()
     }
 
     /// Compiles, type-checks, pre-instantiates and validates a plugin version. Blocking
@@ -111,6 +161,12 @@ impl Sandbox {
             PluginBindingsPre::new(instance_pre).map_err(|e| LoadError::World(format!("{e:#}")))?;
         let info = call::call_info(&self.engine, &pre, &limits)?.map_err(LoadError::InvalidInfo)?;
         validate_info(&info).map_err(LoadError::InvalidInfo)?;
+        // Only a version that loaded is kept: a refused one is compiled again if offered
+        // again, and never holds memory meanwhile.
+        self.cache
+            .lock()
+            .expect("cache lock")
+            .keep((digest.clone(), self.engine.fingerprint()), component);
         Ok(LoadedPlugin {
             info,
             digest,
@@ -166,8 +222,33 @@ impl Sandbox {
         observed: Observed,
         object: String,
     ) -> Result<Result<Plan, ReconcileError>, CallError> {
-        let permit = self
-            .permits
+        self.decide_within(&self.permits, plugin, entry, observed, object)
+            .await
+    }
+
+    /// [`Sandbox::decide`] for a candidate's shadow decision: in the candidates' own share
+    /// of calls ([`candidate_share`]), so a spinning or slow candidate never takes a slot
+    /// from the decisions that act.
+    pub async fn decide_candidate(
+        &self,
+        plugin: Arc<LoadedPlugin>,
+        entry: Entry,
+        observed: Observed,
+        object: String,
+    ) -> Result<Result<Plan, ReconcileError>, CallError> {
+        self.decide_within(&self.candidate_permits, plugin, entry, observed, object)
+            .await
+    }
+
+    async fn decide_within(
+        &self,
+        permits: &Arc<Semaphore>,
+        plugin: Arc<LoadedPlugin>,
+        entry: Entry,
+        observed: Observed,
+        object: String,
+    ) -> Result<Result<Plan, ReconcileError>, CallError> {
+        let permit = permits
             .clone()
             .acquire_owned()
             .await

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wasmop::runtime::{CallError, Entry, Limits, LoadError, LoadedPlugin, Observed, Sandbox};
+use wasmop::runtime::{
+    COMPILED_KEPT, CallError, Entry, Limits, LoadError, LoadedPlugin, Observed, Sandbox,
+};
 
 fn hostile(sandbox: &Sandbox, limits: Limits) -> LoadedPlugin {
     sandbox
@@ -91,13 +93,7 @@ static MEMORY_HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Resident memory of this process now, in KiB.
 fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
+    status_kib("VmRSS:")
 }
 
 /// Eight memory bombs at once, each allowed 64 MiB, against a host budget of 128 MiB:
@@ -179,6 +175,100 @@ fn a_flood_of_pollables_hits_the_resource_bound() {
     println!("pollable flood: {err}");
 }
 
+/// Compiled components are kept for versions that loaded only, and no more than
+/// `COMPILED_KEPT` of them: nine versions offered one after another leave eight, and a
+/// refused one (it traps in info()) is not kept at all.
+#[test]
+fn compiled_components_are_bounded_and_refused_ones_not_kept() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let refused = sandbox.load(
+        &support::plugin_bytes("wasmop_hostile_trap_info.wasm"),
+        Limits::default(),
+    );
+    assert!(refused.is_err(), "a plugin trapping in info() loaded");
+    assert_eq!(sandbox.compiled_kept(), 0, "a refused version was kept");
+    let versions = [
+        "podreplica.wasm",
+        "podreplica_v2.wasm",
+        "podreplica_v3.wasm",
+        "podreplica_renamed.wasm",
+        "podreplica_broken.wasm",
+        "chaospod.wasm",
+        "wasmop_hostile.wasm",
+        "wasmop_hostile_more.wasm",
+        "wasmop_hostile_unwatchable.wasm",
+    ];
+    for (i, file) in versions.iter().enumerate() {
+        sandbox
+            .load(&support::plugin_bytes(file), Limits::default())
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(
+            sandbox.compiled_kept(),
+            (i + 1).min(COMPILED_KEPT),
+            "after {file}"
+        );
+    }
+}
+
+/// A candidate spinning in shadow takes none of the active decisions' slots: with one slot
+/// for calls, an active decision made while a candidate spins to its 1.5 s deadline
+/// answers at once; a second candidate waits for the first (the candidates' share is one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn spinning_candidates_leave_the_active_calls_their_slots() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let spin = Arc::new(hostile(
+        &sandbox,
+        Limits {
+            deadline: Duration::from_millis(1500),
+            ..short_limits()
+        },
+    ));
+    let good = Arc::new(hostile(&sandbox, Limits::default()));
+    let started = Instant::now();
+    let candidates: Vec<_> = (0..2)
+        .map(|_| {
+            let (sandbox, spin) = (sandbox.clone(), spin.clone());
+            tokio::spawn(async move {
+                let r = sandbox
+                    .decide_candidate(spin, Entry::Reconcile, observed("spin"), "spin".into())
+                    .await;
+                (r, started.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let asked = Instant::now();
+    let active = sandbox
+        .decide(good, Entry::Reconcile, observed("ok"), "ok".into())
+        .await
+        .unwrap()
+        .unwrap();
+    let answered = asked.elapsed();
+    assert_eq!(
+        active.status,
+        Some(json!({"mode": "ok", "version": "0.1.0"}))
+    );
+    assert!(
+        answered < Duration::from_millis(700),
+        "the active decision waited {answered:?} behind spinning candidates"
+    );
+    let mut ended = Vec::new();
+    for c in candidates {
+        let (r, at) = c.await.unwrap();
+        assert_eq!(
+            r.unwrap_err(),
+            CallError::Timeout(Duration::from_millis(1500))
+        );
+        ended.push(at);
+    }
+    ended.sort();
+    assert!(
+        ended[1] >= Duration::from_millis(3000),
+        "two candidates ran at once in a share of one: ended at {ended:?}"
+    );
+    println!("active decision answered in {answered:?} while candidates spun (ended at {ended:?})");
+}
+
 #[test]
 fn memory_bomb_hits_the_cap() {
     let sandbox = Sandbox::new(2).unwrap();
@@ -210,10 +300,15 @@ fn malformed_json_is_invalid_output() {
 }
 
 fn vm_hwm_kib() -> u64 {
+    status_kib("VmHWM:")
+}
+
+/// A figure of this process's `/proc/self/status`, in KiB (`field` with its colon).
+fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap()
@@ -284,6 +379,8 @@ fn healthy_calls_keep_answering_while_hostile_ones_run() {
         })
         .collect();
     let mut healthy = 0;
+    let started = Instant::now();
+    let mut first_answer = None;
     let watcher = {
         let done = done.clone();
         std::thread::spawn(move || {
@@ -299,13 +396,17 @@ fn healthy_calls_keep_answering_while_hostile_ones_run() {
             .unwrap()
             .unwrap();
         assert_eq!(r.status, Some(json!({"mode": "ok", "version": "0.1.0"})));
+        first_answer.get_or_insert(started.elapsed());
         healthy += 1;
     }
+    let hostile_ended = started.elapsed();
     watcher.join().unwrap();
     assert_eq!(faults.load(Ordering::SeqCst), 3);
+    // Answered while the spinning calls ran (they last their 1.5 s deadline), not after.
+    let first = first_answer.expect("no healthy call completed");
     assert!(
-        healthy >= 1,
-        "no healthy call completed while the hostile calls ran"
+        first < Duration::from_millis(700) && hostile_ended >= Duration::from_millis(1500),
+        "the first healthy answer came {first:?} after the start, the hostile calls ended at {hostile_ended:?}"
     );
     println!("{healthy} healthy calls completed while 3 hostile calls ran");
 }
