@@ -7,7 +7,8 @@
 //! - `/metrics`: 200 with [`Metrics::encode`] as `application/openmetrics-text`.
 //!
 //! Anything else is 404. The endpoint holds no secret and changes nothing, so it has no
-//! authentication; bind it where the kubelet and Prometheus reach it.
+//! authentication; bind it where the kubelet and Prometheus reach it. Its connections are
+//! bounded in number and lifetime ([`super::connections`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -52,7 +53,12 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "ops endpoint listening (/healthz, /readyz, /metrics)");
     }
-    axum::serve(listener, router(health, metrics))
+    let bounded = super::connections::Bounded::new(
+        listener,
+        super::connections::MAX_CONNECTIONS,
+        super::connections::CONNECTION_LIFETIME,
+    );
+    axum::serve(bounded, router(health, metrics))
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -144,5 +150,43 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(TcpStream::connect(addr).await.is_err());
+    }
+
+    /// Clients that open connections and send nothing hold no more than the cap, each for
+    /// at most its lifetime; then the endpoint answers again.
+    #[tokio::test]
+    async fn idle_connections_are_capped_and_closed() {
+        use crate::ops::connections::{Bounded, MAX_CONNECTIONS};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let lifetime = std::time::Duration::from_millis(800);
+        let bounded = Bounded::new(listener, MAX_CONNECTIONS, lifetime);
+        let app = router(Arc::new(Health::new()), Arc::new(Metrics::new()));
+        let server = tokio::spawn(async move { axum::serve(bounded, app).await });
+        let opened = std::time::Instant::now();
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS + 36 {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        // Every idle connection is closed by the server: the first ones within their
+        // lifetime, the rest (waiting in the backlog) one lifetime later.
+        for (i, c) in idle.iter_mut().enumerate() {
+            let mut byte = [0u8; 1];
+            let read = tokio::time::timeout(std::time::Duration::from_secs(10), c.read(&mut byte))
+                .await
+                .unwrap_or_else(|_| panic!("idle connection {i} still open after 10 s"));
+            assert!(
+                matches!(read, Ok(0) | Err(_)),
+                "connection {i} got data: {read:?}"
+            );
+        }
+        let all_closed = opened.elapsed();
+        assert!(
+            all_closed < lifetime * 3,
+            "the idle connections took {all_closed:?} to close (lifetime {lifetime:?})"
+        );
+        let (status, _, body) = get(addr, "/healthz").await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+        server.abort();
     }
 }

@@ -7,6 +7,7 @@
 //! (the API server's requests to retry, honoured above the fence, never doubling a create).
 
 pub mod cgroup;
+pub mod connections;
 pub mod fence;
 pub mod health;
 pub mod http;
