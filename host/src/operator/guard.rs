@@ -171,15 +171,23 @@ impl Guard {
         &self.cfg
     }
 
+    /// A pod of the host: its own, or another of its Deployment's (in its namespace, named
+    /// like it up to the ReplicaSet's hash and the pod's suffix: `wasmop-7d9f8c6b5-x2x9z`
+    /// makes `wasmop-*` the host's, every replica and every ReplicaSet of a rollout).
     /// Judged by the resource (core `pods`) as well as by the kind's name.
     fn is_own_pod(&self, kind: &KindRef, ns: Option<&str>, name: &str) -> bool {
+        let Some((own_ns, own)) = self.cfg.own_pod.as_ref() else {
+            return false;
+        };
+        let deployment = own.rsplitn(3, '-').nth(2).filter(|d| !d.is_empty());
         kind.group.is_empty()
             && (kind.kind == "Pod" || kind.plural == "pods")
-            && self
-                .cfg
-                .own_pod
-                .as_ref()
-                .is_some_and(|(own_ns, own)| Some(own_ns.as_str()) == ns && own == name)
+            && Some(own_ns.as_str()) == ns
+            && (own == name
+                || deployment.is_some_and(|d| {
+                    name.strip_prefix(d)
+                        .is_some_and(|rest| rest.starts_with('-'))
+                }))
     }
 
     fn check_namespace(

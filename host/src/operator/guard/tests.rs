@@ -298,6 +298,39 @@ fn the_hosts_own_pod_is_never_deleted() {
 }
 
 #[test]
+fn every_pod_of_the_hosts_deployment_is_the_hosts() {
+    let g = Guard::new(GuardConfig {
+        own_pod: Some(("wasmop-system".into(), "wasmop-7d9f8c6b5-x2x9z".into())),
+        ..GuardConfig::default()
+    });
+    let deletes = |name: &str, ns: &str| {
+        g.check(
+            &info(vec![Verb::Delete]),
+            &PrimaryRef {
+                namespace: Some(ns.into()),
+                ..primary()
+            },
+            &Plan::new().delete(del(name, "h", Some(ns))),
+            &HashSet::new(),
+        )
+        .err()
+        .map(|e| e.rule)
+    };
+    // Another replica, a pod of the next ReplicaSet of a rollout, and its own.
+    for pod in [
+        "wasmop-7d9f8c6b5-abcde",
+        "wasmop-5c4b3a291-zzzzz",
+        "wasmop-7d9f8c6b5-x2x9z",
+    ] {
+        assert_eq!(deletes(pod, "wasmop-system"), Some("own-pod"), "{pod}");
+    }
+    // A pod of another Deployment, or of the same name elsewhere, is not the host's.
+    assert_eq!(deletes("wasmopx-1-2", "wasmop-system"), None);
+    assert_eq!(deletes("other-7d9f8c6b5-abcde", "wasmop-system"), None);
+    assert_eq!(deletes("wasmop-7d9f8c6b5-abcde", "default"), None);
+}
+
+#[test]
 fn too_many_actions_are_refused() {
     let plan = (0..4).fold(Plan::new(), |p, _| p.apply(&new_pod()));
     let e = guard(5)
