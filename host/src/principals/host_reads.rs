@@ -32,7 +32,8 @@ async fn allowed(
         ..Default::default()
     };
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let answer = api.create(&PostParams::default(), &review).await?;
+    let pp = PostParams::default();
+    let answer = super::review::ask(|| api.create(&pp, &review)).await?;
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 

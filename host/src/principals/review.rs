@@ -69,8 +69,34 @@ async fn allowed(
         ..Default::default()
     };
     let api: Api<SubjectAccessReview> = Api::all(client.clone());
-    let answer = api.create(&PostParams::default(), &review).await?;
+    let pp = PostParams::default();
+    let answer = ask(|| api.create(&pp, &review)).await?;
     Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+/// How often a review is asked before its error counts.
+pub const ASKS: u32 = 5;
+
+/// Asks a review: a question, so asking again changes nothing. An answer the API server
+/// could not give (429, or a 5xx) is asked again, up to [`ASKS`] times with a pause that
+/// doubles from 100 ms; any other error, or the last one, is returned.
+pub(crate) async fn ask<T, F, Fut>(mut question: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut pause = std::time::Duration::from_millis(100);
+    let mut asked = 1;
+    loop {
+        match question().await {
+            Err(kube::Error::Api(s)) if asked < ASKS && (s.code == 429 || s.code >= 500) => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                asked += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The verbs of `info`'s plugin rules its ServiceAccount does not hold, checked in
@@ -135,6 +161,54 @@ pub fn report(
         rules.join("; "),
         naming.namespace,
     )
+}
+
+#[cfg(test)]
+mod ask_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(&format!("status {code}"), "Test")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_question_is_asked_again_only_when_the_server_could_not_answer() {
+        let calls = AtomicU32::new(0);
+        let answered = ask(|| async {
+            match calls.fetch_add(1, Ordering::SeqCst) {
+                0 => Err(api_error(500)),
+                1 => Err(api_error(429)),
+                2 => Err(api_error(503)),
+                _ => Ok("allowed"),
+            }
+        })
+        .await;
+        assert_eq!(answered.unwrap(), "allowed");
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+
+        let calls = AtomicU32::new(0);
+        let refused: Result<(), _> = ask(|| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(api_error(403))
+        })
+        .await;
+        assert!(refused.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "a 403 is an answer");
+
+        let calls = AtomicU32::new(0);
+        let down: Result<(), _> = ask(|| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(api_error(500))
+        })
+        .await;
+        assert!(down.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), ASKS);
+    }
 }
 
 #[cfg(test)]
