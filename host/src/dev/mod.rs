@@ -40,36 +40,104 @@ pub struct DevArgs {
     /// to an admin (a version that declares more then waits with `PermissionsMissing`).
     #[arg(long)]
     pub no_grant: bool,
+    /// The namespace the host watches and acts in, and the one the plugin's grant covers
+    /// (a Role there; cluster-wide only for cluster-scoped kinds the plugin declares).
+    #[arg(long, short = 'n', default_value = "default")]
+    pub namespace: String,
+    /// Use a cluster that is not on this machine without asking (the current kubeconfig
+    /// context's API server is not a loopback address): dev grants the plugin's RBAC and
+    /// runs a host there.
+    #[arg(long)]
+    pub yes: bool,
 }
 
-/// Applies the RBAC `wasm` declares (as `wasmop rbac --cluster` prints it, ServiceAccounts in
-/// `default`, the host's plugin namespace here) with the developer's own credentials.
-async fn grant(kubeconfig: Option<&std::path::Path>, wasm: &std::path::Path) -> anyhow::Result<()> {
+/// Whether the API server of `url` is on this machine (a loopback address or `localhost`).
+fn is_local(url: &http::Uri) -> bool {
+    match url.host() {
+        Some("localhost") => true,
+        Some(h) => h
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
+/// Before dev touches a cluster that is not on this machine: asks on a terminal, refuses
+/// without one unless `--yes`.
+async fn confirm_cluster(kubeconfig: Option<&std::path::Path>, yes: bool) -> anyhow::Result<()> {
+    let config = crate::operator::client_config(kubeconfig).await?;
+    if is_local(&config.cluster_url) || yes {
+        return Ok(());
+    }
+    let what = format!(
+        "the kubeconfig's API server {} is not on this machine: dev would grant the plugin's RBAC and run a host against it",
+        config.cluster_url
+    );
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("{what}; pass --yes to go ahead, or --local for a local control plane");
+    }
+    print!("dev: {what}. Go ahead? [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        anyhow::bail!("stopped: {what}")
+    }
+}
+
+/// Applies the RBAC `wasm` declares (as `wasmop rbac --namespace NS` prints it,
+/// ServiceAccounts in `default`, the host's plugin namespace here) with the developer's own
+/// credentials: a Role in `namespace`, the host's only one; cluster-wide only when the plugin
+/// declares cluster-scoped kinds.
+async fn grant(
+    kubeconfig: Option<&std::path::Path>,
+    wasm: &std::path::Path,
+    namespace: &str,
+) -> anyhow::Result<()> {
     let sandbox = crate::runtime::Sandbox::new(1)?;
     let plugin =
         crate::offline::load::load_file(&sandbox, wasm, crate::runtime::Limits::default())?;
-    let scope = crate::principals::manifest::Scope {
+    let mut scope = crate::principals::manifest::Scope {
         naming: crate::principals::identity::Naming {
             namespace: "default".into(),
             template: crate::principals::identity::DEFAULT_TEMPLATE.into(),
         },
-        namespace: None,
+        namespace: Some(namespace.into()),
         host_service_account: "wasmop".into(),
         sharding: false,
     };
-    let docs = crate::principals::manifest::manifests(&plugin.info, &scope)?;
+    let docs = match crate::principals::manifest::manifests(&plugin.info, &scope) {
+        Ok(docs) => docs,
+        Err(e) => {
+            println!("dev: {e:#}; granting cluster-wide");
+            scope.namespace = None;
+            crate::principals::manifest::manifests(&plugin.info, &scope)?
+        }
+    };
     let client = crate::operator::client(kubeconfig).await?;
     crate::principals::apply::apply(&client, &docs).await?;
     println!(
-        "dev: granted what {} declares to ServiceAccount default/{} (wasmop rbac; --no-grant leaves it to an admin)",
+        "dev: granted what {} declares to ServiceAccount default/{} in {} (wasmop rbac; --no-grant leaves it to an admin)",
         plugin.info.name,
-        scope.naming.service_account(&plugin.info.name)
+        scope.naming.service_account(&plugin.info.name),
+        scope
+            .namespace
+            .as_deref()
+            .map_or("every namespace".to_string(), |n| format!("namespace {n}"))
     );
     Ok(())
 }
 
 /// Runs `wasmop dev` until interrupted (Ctrl-C or SIGTERM).
 pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
+    if !args.local {
+        confirm_cluster(args.kubeconfig.as_deref(), args.yes).await?;
+    }
     let krate = build::Crate::open(&args.dir).await?;
     let work = tempdir()?;
     let plugins = work.join("plugins");
@@ -107,6 +175,7 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
         grant(
             kubeconfig.as_deref(),
             &plugins.join(first.file_name().unwrap_or_default()),
+            &args.namespace,
         )
         .await
         .context("granting the plugin's RBAC")?;
@@ -118,6 +187,7 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
         .arg("--install-crds")
         // The plugin comes from this directory only: an upload of the same name would win.
         .arg("--no-uploads")
+        .args(["--namespace", &args.namespace])
         .args(["--plugins-poll-seconds", "1"])
         .arg("--listen")
         .arg(args.listen.to_string())
@@ -159,7 +229,7 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
                     std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
                 if !args.no_grant
                     && crate::runtime::digest_of(&bytes) != digest
-                    && let Err(e) = grant(kubeconfig.as_deref(), &wasm).await
+                    && let Err(e) = grant(kubeconfig.as_deref(), &wasm, &args.namespace).await
                 {
                     println!("dev: could not grant the plugin's RBAC: {e:#}");
                 }
@@ -208,4 +278,28 @@ fn tempdir() -> anyhow::Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_api_servers_are_local() {
+        for url in [
+            "https://127.0.0.1:6443",
+            "https://127.0.5.1",
+            "https://localhost:6443",
+            "https://[::1]:6443",
+        ] {
+            assert!(is_local(&url.parse().unwrap()), "{url}");
+        }
+        for url in [
+            "https://10.0.0.1:6443",
+            "https://k8s.example.com",
+            "https://[2001:db8::1]:443",
+        ] {
+            assert!(!is_local(&url.parse().unwrap()), "{url}");
+        }
+    }
 }

@@ -203,3 +203,35 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
         cluster.state.display()
     );
 }
+
+/// `wasmop dev` against a kubeconfig whose API server is not on this machine, without a
+/// terminal to ask on and without `--yes`: it stops before building, granting or starting
+/// anything (no request is sent: the address is never contacted), and says how to go on.
+#[test]
+fn dev_asks_before_using_a_cluster_that_is_not_local() {
+    let scratch = Scratch::new("dev-remote");
+    let kubeconfig = scratch.0.join("remote.yaml");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: remote\nclusters:\n- name: remote\n  cluster:\n    server: https://k8s.example.invalid:6443\nusers:\n- name: u\n  user: {token: t}\ncontexts:\n- name: remote\n  context: {cluster: remote, user: u}\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["dev", "/nonexistent-plugin-crate", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "dev went ahead: {text}");
+    assert!(
+        text.contains("is not on this machine") && text.contains("--yes"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+}
