@@ -160,6 +160,30 @@ async fn signals(tx: watch::Sender<bool>) {
     let _ = tx.send(true);
 }
 
+/// Waits until the API server answers `/version`, asking again with a pause that grows
+/// from 0.5 s to 10 s; `false` if shutdown came first.
+async fn reachable(client: &kube::Client, mut shutdown: watch::Receiver<bool>) -> bool {
+    let mut pause = Duration::from_millis(500);
+    let mut asked = 0u32;
+    loop {
+        let answer = tokio::time::timeout(Duration::from_secs(5), client.apiserver_version());
+        let error = match answer.await {
+            Ok(Ok(_)) => return true,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer within 5 s".to_string(),
+        };
+        asked += 1;
+        if asked == 1 || asked.is_power_of_two() {
+            tracing::warn!(error = %error, asked, "the API server does not answer yet: waiting for it");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = shutdown.wait_for(|s| *s) => return false,
+        }
+        pause = (pause * 2).min(Duration::from_secs(10));
+    }
+}
+
 /// The host-wide guest memory budget: `--guest-memory-mib` if given, else half of the
 /// container's memory limit (`limit`), never below one call's cap; `None` without either.
 fn guest_memory_bytes(args: &RunArgs, limit: Option<u64>) -> Option<usize> {
@@ -212,6 +236,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         wait_true(shutdown_rx.clone()),
     ));
 
+    // A process started while the API server is out of reach (a partition it came back
+    // from as a new member, a control plane restarting) waits for it instead of exiting.
+    if !reachable(&client, shutdown_rx.clone()).await {
+        return Ok(());
+    }
     if args.install_crds {
         use kube::CustomResourceExt;
         let crd = serde_json::to_value(crate::registry::WasmPlugin::crd())?;

@@ -740,9 +740,9 @@ fn kubeconfig_through(cluster: &Cluster, port: u16, dir: &Scratch) -> std::path:
 /// A partition: 300 PodReplicas of size 2 on two shards, shard-b reaching the API server
 /// through a loopback relay. The link is cut (its connections closed, new ones never
 /// answered) until shard-b's Lease has expired, its objects have moved to shard-a and a
-/// quarter of their pods were deleted and replaced there; then the link comes back. shard-b's
-/// old process never writes again (its caches hold what it saw before the cut): it starts
-/// afresh and rejoins. A sampler watches every pod change: never more than 2 live pods for
+/// quarter of their pods were deleted and replaced there, and shard-b's old process has
+/// replaced itself (it never writes again: its caches hold what it saw before the cut);
+/// then the link comes back, and the fresh process, which waited for the API server, joins. A sampler watches every pod change: never more than 2 live pods for
 /// a PodReplica, and all converge.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_partitioned_shard_comes_back_as_a_new_member_without_doubling() {
@@ -817,10 +817,13 @@ async fn a_partitioned_shard_comes_back_as_a_new_member_without_doubling() {
         },
     )
     .await;
+    // The old process replaces itself while still cut off: the fresh one waits for the API
+    // server instead of exiting.
+    started_afresh(b, "shard-b", restarts, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     relay.heal();
     println!("link mended {:?} after the cut", cut.elapsed());
     phase.set("shard-b back");
-    started_afresh(b, "shard-b", restarts, Duration::from_secs(60)).await;
     spread(&client, N, &["shard-a", "shard-b"]).await;
     converged_on_owners(&client, &uids, 2, "converged after shard-b came back").await;
 
