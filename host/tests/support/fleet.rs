@@ -184,12 +184,16 @@ impl Sampler {
                         }
                     }
                     watcher::Event::InitDone => {
-                        live = relisting.take().unwrap_or_default();
+                        let before =
+                            std::mem::replace(&mut live, relisting.take().unwrap_or_default());
                         for (owner, pods) in &live.pods {
+                            // Judged when a pod was made while the watch was away (one it
+                            // had not seen); pods of a scale-down still being deleted are not.
+                            let made = pods.keys().any(|p| !before.owner_of.contains_key(p));
                             seen.look(
                                 owner.clone(),
                                 pods.values().cloned().collect(),
-                                (bound, true),
+                                (bound, made),
                                 &phase,
                                 at,
                             );
