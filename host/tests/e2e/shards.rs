@@ -435,8 +435,11 @@ async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
         lapsed * 20 <= moved,
         "{lapsed} objects taken from live shards without a drain"
     );
+    // A drain may end with the object given back to the shard it left when the ring changed
+    // meanwhile (a member's announcement of its plugins arriving): an acknowledgement without
+    // a move, never two shards at once (the label watch below). At most 1 in 20.
     assert!(
-        released <= moved && moved <= released + lapsed,
+        released <= moved + moved / 20 && moved <= released + lapsed,
         "every object that moved between live shards was drained and acknowledged \
          ({released} acknowledged, {moved} moved, {lapsed} taken after a late renewal)"
     );
