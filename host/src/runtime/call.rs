@@ -1,9 +1,10 @@
 //! One call into a plugin: a fresh store with deadline and memory cap, instantiation from
 //! the pre-instantiated component, the exported function, and classification of failures.
 
-use wasmtime::{Store, Trap};
+use wasmtime::component::Instance;
+use wasmtime::{AsContextMut, Store, Trap};
 
-use super::bindings::{self, PluginBindings, PluginBindingsPre};
+use super::bindings::{self, PluginBindings, PluginBindingsPre, RawAnswer};
 use super::budget;
 use super::engine::SandboxEngine;
 use super::error::CallError;
@@ -23,18 +24,36 @@ pub(crate) fn with_instance<R>(
     pre: &PluginBindingsPre<StoreData>,
     limits: &Limits,
     ctx: CallContext,
-    f: impl FnOnce(&mut Store<StoreData>, &PluginBindings) -> wasmtime::Result<R>,
+    f: impl FnOnce(&mut Store<StoreData>, &Instance) -> wasmtime::Result<R>,
 ) -> Result<R, CallError> {
     let data = StoreData::new(limits, ctx, engine.guest_memory().clone());
     let mut store = Store::new(engine.engine(), data);
     store.limiter(|d| &mut d.limiter);
+    store.set_hostcall_fuel(hostcall_fuel(limits));
     store.set_epoch_deadline(SandboxEngine::ticks_for(limits.deadline));
     store.epoch_deadline_trap();
     let result = pre
+        .instance_pre()
         .instantiate(&mut store)
-        .and_then(|bindings| f(&mut store, &bindings));
+        .and_then(|instance| f(&mut store, &instance));
     store.data().flush_output();
     result.map_err(|e| classify(&e, store.data(), limits))
+}
+
+/// Most host-side bytes one lift may account for, per byte of the guest's memory cap: a
+/// list of actions takes 12 bytes of guest memory per element and its lazy handles
+/// ([`bindings::RawAnswer`]) about 224 bytes of accounting each, though the handles copy
+/// nothing. Every value a lift reads lies in the guest's memory, so the copies a guest can
+/// cause stay bounded by that memory; this fuel only keeps wasmtime's own accounting (128 MiB
+/// by default) from refusing an oversized answer before the host can measure it and say
+/// which limit it broke.
+const FUEL_PER_GUEST_BYTE: usize = 20;
+
+fn hostcall_fuel(limits: &Limits) -> usize {
+    limits
+        .memory_bytes
+        .saturating_mul(FUEL_PER_GUEST_BYTE)
+        .max(128 << 20)
 }
 
 fn classify(err: &wasmtime::Error, data: &StoreData, limits: &Limits) -> CallError {
@@ -64,7 +83,9 @@ pub(crate) fn call_info(
     limits: &Limits,
 ) -> Result<Result<PluginInfo, String>, CallError> {
     let ctx = CallContext::default();
-    let raw = with_instance(engine, pre, limits, ctx, |store, b| b.call_info(store))?;
+    let raw = with_instance(engine, pre, limits, ctx, |store, instance| {
+        PluginBindings::new(&mut *store, instance)?.call_info(store)
+    })?;
     if let Err(e) = budget::check_info(bindings::info_shape(&raw)) {
         return Ok(Err(e));
     }
@@ -80,8 +101,19 @@ pub enum Entry {
     Cleanup,
 }
 
+impl Entry {
+    /// The export's name in the plugin world.
+    fn export(self) -> &'static str {
+        match self {
+            Entry::Reconcile => "reconcile",
+            Entry::Cleanup => "cleanup",
+        }
+    }
+}
+
 /// Calls `reconcile` or `cleanup`, checks the answer against the output budget
-/// ([`budget`]) and converts it.
+/// ([`budget`]) while it still lies in the guest's memory, and only then copies and
+/// converts it.
 pub(crate) fn call_decide(
     engine: &SandboxEngine,
     pre: &PluginBindingsPre<StoreData>,
@@ -91,20 +123,23 @@ pub(crate) fn call_decide(
     observed: &Observed,
 ) -> Result<Result<Plan, ReconcileError>, CallError> {
     let input = bindings::observed_to_wit(observed);
-    let raw = with_instance(engine, pre, limits, ctx, |store, b| match entry {
-        Entry::Reconcile => b.call_reconcile(store, &input),
-        Entry::Cleanup => b.call_cleanup(store, &input),
+    let answer = with_instance(engine, pre, limits, ctx, |store, instance| {
+        let func = instance.get_typed_func::<(&bindings::WitObserved,), (RawAnswer,)>(
+            &mut *store,
+            entry.export(),
+        )?;
+        let (raw,) = func.call(&mut *store, (&input,))?;
+        bindings::read_answer(
+            store.as_context_mut(),
+            raw,
+            |shape| budget::check_plan(shape, limits),
+            |bytes| budget::check_error(bytes, limits),
+        )
     })?;
-    let plan = match raw {
-        Ok(plan) => plan,
-        Err(e) => {
-            budget::check_error(bindings::error_bytes(&e), limits)
-                .map_err(CallError::InvalidOutput)?;
-            return Ok(Err(bindings::error_from_wit(e)));
-        }
-    };
-    budget::check_plan(bindings::plan_shape(&plan), limits).map_err(CallError::InvalidOutput)?;
-    bindings::plan_from_wit(plan)
-        .map(Ok)
-        .map_err(CallError::InvalidOutput)
+    match answer.map_err(CallError::InvalidOutput)? {
+        Ok(plan) => bindings::plan_from_wit(plan)
+            .map(Ok)
+            .map_err(CallError::InvalidOutput),
+        Err(e) => Ok(Err(bindings::error_from_wit(e))),
+    }
 }
