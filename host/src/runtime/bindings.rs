@@ -2,8 +2,6 @@
 //! the generated types and the plain types of [`super::types`].
 
 use serde_json::Value;
-use wasmtime::component::{ComponentType, Lift, WasmList, WasmStr};
-use wasmtime::{AsContextMut, StoreContextMut};
 
 use super::budget::{InfoShape, PlanShape};
 use super::types as plain;
@@ -19,8 +17,6 @@ pub use self::wasmop::plugin::host::{
     Host as HostImports, Level, add_to_linker as add_host_to_linker,
 };
 use self::wasmop::plugin::types as wit;
-/// The generated `observed` record, as a call's argument.
-pub(crate) use self::wasmop::plugin::types::Observed as WitObserved;
 
 impl From<wit::KindRef> for plain::KindRef {
     fn from(k: wit::KindRef) -> Self {
@@ -111,167 +107,66 @@ pub fn observed_to_wit(o: &plain::Observed) -> wit::Observed {
     }
 }
 
-/// The answer of `reconcile` or `cleanup` as the guest left it in its memory: lists and
-/// strings are handles into the guest's linear memory, nothing is copied into the host
-/// until [`read_answer`] has measured it against the output budget.
-pub(crate) type RawAnswer = Result<RawPlan, RawError>;
-
-/// `plan`, lifted lazily.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct RawPlan {
-    actions: WasmList<RawAction>,
-    status: Option<WasmStr>,
-    events: WasmList<RawEvent>,
-    #[component(name = "requeue-after-ms")]
-    requeue_after_ms: Option<u64>,
+/// The most host memory a lift of an answer within `limits` copies: wasmtime's hostcall
+/// fuel counts a list as its length times the size of the host type it becomes, and a
+/// string as its bytes, and refuses before allocating what goes over. So an answer over
+/// this figure is refused without the host holding it, and any answer within the limits
+/// (at most `max_actions` actions, `max_events` Events, `max_plan_bytes` bytes of strings,
+/// or an error of `max_error_bytes`) fits.
+pub fn answer_fuel(limits: &super::limits::Limits) -> usize {
+    limits
+        .max_actions
+        .saturating_mul(std::mem::size_of::<wit::Action>())
+        .saturating_add(
+            limits
+                .max_events
+                .saturating_mul(std::mem::size_of::<wit::Event>()),
+        )
+        .saturating_add(limits.max_plan_bytes.max(limits.max_error_bytes))
 }
 
-/// `action`, lifted lazily.
-#[derive(ComponentType, Lift)]
-#[component(variant)]
-pub(crate) enum RawAction {
-    #[component(name = "apply")]
-    Apply(WasmStr),
-    #[component(name = "delete")]
-    Delete(RawObjectRef),
+/// The most host memory the lift of `info()` copies: four times its byte budget, room for
+/// the host structures of every declaration within [`super::budget::MAX_DECLARATIONS`].
+pub fn info_fuel() -> usize {
+    4 * super::budget::MAX_INFO_BYTES
 }
 
-/// `object-ref`, lifted lazily.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct RawObjectRef {
-    #[component(name = "api-version")]
-    api_version: WasmStr,
-    kind: WasmStr,
-    namespace: Option<WasmStr>,
-    name: WasmStr,
-    uid: Option<WasmStr>,
-}
-
-/// `event`, lifted lazily.
-#[derive(ComponentType, Lift)]
-#[component(record)]
-pub(crate) struct RawEvent {
-    #[component(name = "event-type")]
-    event_type: wit::EventType,
-    reason: WasmStr,
-    message: WasmStr,
-}
-
-/// `reconcile-error`, lifted lazily.
-#[derive(ComponentType, Lift)]
-#[component(variant)]
-pub(crate) enum RawError {
-    #[component(name = "invalid-spec")]
-    InvalidSpec(WasmStr),
-    #[component(name = "transient")]
-    Transient(WasmStr),
-    #[component(name = "other")]
-    Other(WasmStr),
-}
-
-/// What [`read_answer`] found: an answer within the budget, copied into host types, or the
-/// budget's refusal.
-pub(crate) type ReadAnswer = Result<Result<wit::Plan, wit::ReconcileError>, String>;
-
-/// Measures an answer where it lies, in the guest's memory, against the output budget
-/// (`check_plan` for a plan, `check_error` for an error message), and copies it into host
-/// types only when it fits: the counts of actions and Events are read before any element,
-/// the bytes of every string before any string. A refused answer costs the host a vector of
-/// handles at most as long as the limits allow, never a copy of what the guest wrote.
-pub(crate) fn read_answer<T: 'static>(
-    mut store: StoreContextMut<'_, T>,
-    raw: RawAnswer,
-    check_plan: impl Fn(PlanShape) -> Result<(), String>,
-    check_error: impl FnOnce(usize) -> Result<(), String>,
-) -> wasmtime::Result<ReadAnswer> {
-    let plan = match raw {
-        Ok(plan) => plan,
-        Err(e) => {
-            let (text, wrap): (&WasmStr, fn(String) -> wit::ReconcileError) = match &e {
-                RawError::InvalidSpec(s) => (s, wit::ReconcileError::InvalidSpec),
-                RawError::Transient(s) => (s, wit::ReconcileError::Transient),
-                RawError::Other(s) => (s, wit::ReconcileError::Other),
-            };
-            let text = text.to_str(&store)?;
-            if let Err(refused) = check_error(text.len()) {
-                return Ok(Err(refused));
-            }
-            return Ok(Ok(Err(wrap(text.into_owned()))));
-        }
-    };
-    // The counts first: a million Events is refused without reading one of them.
-    let counts = PlanShape {
-        actions: plan.actions.len(),
-        events: plan.events.len(),
-        bytes: 0,
-    };
-    if let Err(refused) = check_plan(counts) {
-        return Ok(Err(refused));
-    }
-    let actions = plan
+/// Size of a plan as it crossed the boundary: its actions, its Events and the bytes of all
+/// its strings.
+pub fn plan_shape(p: &wit::Plan) -> PlanShape {
+    let actions: usize = p
         .actions
-        .iter(store.as_context_mut())?
-        .collect::<wasmtime::Result<Vec<_>>>()?;
-    let events = plan
-        .events
-        .iter(store.as_context_mut())?
-        .collect::<wasmtime::Result<Vec<_>>>()?;
-    // Then the bytes, read in place.
-    let len = |s: &WasmStr| s.to_str(&store).map(|t| t.len());
-    let opt_len = |s: &Option<WasmStr>| s.as_ref().map_or(Ok(0), len);
-    let mut bytes = opt_len(&plan.status)?;
-    for a in &actions {
-        bytes += match a {
-            RawAction::Apply(s) => len(s)?,
-            RawAction::Delete(r) => {
-                len(&r.api_version)?
-                    + len(&r.kind)?
-                    + opt_len(&r.namespace)?
-                    + len(&r.name)?
-                    + opt_len(&r.uid)?
-            }
-        };
-    }
-    for e in &events {
-        bytes += len(&e.reason)? + len(&e.message)?;
-    }
-    if let Err(refused) = check_plan(PlanShape { bytes, ..counts }) {
-        return Ok(Err(refused));
-    }
-    // Within the budget: now, and only now, copied.
-    let own = |s: &WasmStr| s.to_str(&store).map(|t| t.into_owned());
-    let own_opt = |s: &Option<WasmStr>| s.as_ref().map(own).transpose();
-    let mut copied = Vec::with_capacity(actions.len());
-    for a in &actions {
-        copied.push(match a {
-            RawAction::Apply(s) => wit::Action::Apply(own(s)?),
-            RawAction::Delete(r) => wit::Action::Delete(wit::ObjectRef {
-                api_version: own(&r.api_version)?,
-                kind: own(&r.kind)?,
-                namespace: own_opt(&r.namespace)?,
-                name: own(&r.name)?,
-                uid: own_opt(&r.uid)?,
-            }),
-        });
-    }
-    let events = events
         .iter()
-        .map(|e| {
-            Ok(wit::Event {
-                event_type: e.event_type,
-                reason: own(&e.reason)?,
-                message: own(&e.message)?,
-            })
+        .map(|a| match a {
+            wit::Action::Apply(s) => s.len(),
+            wit::Action::Delete(r) => {
+                r.api_version.len()
+                    + r.kind.len()
+                    + r.name.len()
+                    + r.namespace.as_ref().map_or(0, String::len)
+                    + r.uid.as_ref().map_or(0, String::len)
+            }
         })
-        .collect::<wasmtime::Result<Vec<_>>>()?;
-    Ok(Ok(Ok(wit::Plan {
-        actions: copied,
-        status: own_opt(&plan.status)?,
-        events,
-        requeue_after_ms: plan.requeue_after_ms,
-    })))
+        .sum();
+    let events: usize = p
+        .events
+        .iter()
+        .map(|e| e.reason.len() + e.message.len())
+        .sum();
+    PlanShape {
+        actions: p.actions.len(),
+        events: p.events.len(),
+        bytes: actions + events + p.status.as_ref().map_or(0, String::len),
+    }
+}
+
+/// Bytes of the message of an error answer.
+pub fn error_bytes(e: &wit::ReconcileError) -> usize {
+    match e {
+        wit::ReconcileError::InvalidSpec(s)
+        | wit::ReconcileError::Transient(s)
+        | wit::ReconcileError::Other(s) => s.len(),
+    }
 }
 
 /// Size of what `info()` returned.

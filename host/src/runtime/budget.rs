@@ -6,9 +6,8 @@
 //! invalid info for a load): a plugin cannot make the host send a million Events, write a
 //! multi-megabyte message into a status, or put a novel into a metric label.
 //!
-//! The sizes are measured by `bindings::read_answer` on the answer where it lies, in the
-//! guest's memory, before any of it is copied into the host (this module sees plain numbers
-//! only, so the policy is testable without a component).
+//! The sizes are measured on the generated types by `bindings` (this module sees plain
+//! numbers only, so the policy is testable without a component).
 
 use super::limits::Limits;
 

@@ -1,10 +1,9 @@
 //! One call into a plugin: a fresh store with deadline and memory cap, instantiation from
 //! the pre-instantiated component, the exported function, and classification of failures.
 
-use wasmtime::component::Instance;
-use wasmtime::{AsContextMut, Store, Trap};
+use wasmtime::{Store, Trap};
 
-use super::bindings::{self, PluginBindings, PluginBindingsPre, RawAnswer};
+use super::bindings::{self, PluginBindings, PluginBindingsPre};
 use super::budget;
 use super::engine::SandboxEngine;
 use super::error::CallError;
@@ -13,6 +12,11 @@ use super::store::{CallContext, StoreData};
 use super::types::{Observed, Plan, PluginInfo, ReconcileError};
 
 /// Runs `f` against a freshly instantiated plugin in a fresh store.
+///
+/// `fuel` bounds the host memory one lift may copy out of the guest (wasmtime's hostcall
+/// fuel): the answer of the exported function, and the arguments of every call the guest
+/// makes to the host. Over it the lift stops before it allocates, and the call fails as
+/// [`CallError::InvalidOutput`].
 ///
 /// Guarantees: the call ends within `limits.deadline` (plus one epoch tick), the instance
 /// never holds more than `limits.memory_bytes` of linear memory, nor more than the engine's
@@ -24,39 +28,26 @@ pub(crate) fn with_instance<R>(
     pre: &PluginBindingsPre<StoreData>,
     limits: &Limits,
     ctx: CallContext,
-    f: impl FnOnce(&mut Store<StoreData>, &Instance) -> wasmtime::Result<R>,
+    fuel: usize,
+    f: impl FnOnce(&mut Store<StoreData>, &PluginBindings) -> wasmtime::Result<R>,
 ) -> Result<R, CallError> {
     let data = StoreData::new(limits, ctx, engine.guest_memory().clone());
     let mut store = Store::new(engine.engine(), data);
     store.limiter(|d| &mut d.limiter);
-    store.set_hostcall_fuel(hostcall_fuel(limits));
+    store.set_hostcall_fuel(fuel);
     store.set_epoch_deadline(SandboxEngine::ticks_for(limits.deadline));
     store.epoch_deadline_trap();
     let result = pre
-        .instance_pre()
         .instantiate(&mut store)
-        .and_then(|instance| f(&mut store, &instance));
+        .and_then(|bindings| f(&mut store, &bindings));
     store.data().flush_output();
-    result.map_err(|e| classify(&e, store.data(), limits))
+    result.map_err(|e| classify(&e, store.data(), limits, fuel))
 }
 
-/// Most host-side bytes one lift may account for, per byte of the guest's memory cap: a
-/// list of actions takes 12 bytes of guest memory per element and its lazy handles
-/// ([`bindings::RawAnswer`]) about 224 bytes of accounting each, though the handles copy
-/// nothing. Every value a lift reads lies in the guest's memory, so the copies a guest can
-/// cause stay bounded by that memory; this fuel only keeps wasmtime's own accounting (128 MiB
-/// by default) from refusing an oversized answer before the host can measure it and say
-/// which limit it broke.
-const FUEL_PER_GUEST_BYTE: usize = 20;
+/// What wasmtime says when a lift would copy more than the hostcall fuel allows.
+const FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
 
-fn hostcall_fuel(limits: &Limits) -> usize {
-    limits
-        .memory_bytes
-        .saturating_mul(FUEL_PER_GUEST_BYTE)
-        .max(128 << 20)
-}
-
-fn classify(err: &wasmtime::Error, data: &StoreData, limits: &Limits) -> CallError {
+fn classify(err: &wasmtime::Error, data: &StoreData, limits: &Limits, fuel: usize) -> CallError {
     if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
         return CallError::Timeout(limits.deadline);
     }
@@ -67,6 +58,14 @@ fn classify(err: &wasmtime::Error, data: &StoreData, limits: &Limits) -> CallErr
         return CallError::HostMemory(data.limiter.host_limit());
     }
     let text = format!("{err:#}");
+    if text.contains(FUEL_EXHAUSTED) {
+        return CallError::InvalidOutput(format!(
+            "the plugin handed the host more than {fuel} bytes at once (its answer, or the \
+             arguments of a call to the host): over the output budget of {} actions, {} \
+             events and {} bytes",
+            limits.max_actions, limits.max_events, limits.max_plan_bytes
+        ));
+    }
     if text.contains("maximum concurrent") || text.contains("pooling allocator") {
         return CallError::Unavailable(text);
     }
@@ -83,8 +82,9 @@ pub(crate) fn call_info(
     limits: &Limits,
 ) -> Result<Result<PluginInfo, String>, CallError> {
     let ctx = CallContext::default();
-    let raw = with_instance(engine, pre, limits, ctx, |store, instance| {
-        PluginBindings::new(&mut *store, instance)?.call_info(store)
+    let fuel = bindings::info_fuel();
+    let raw = with_instance(engine, pre, limits, ctx, fuel, |store, b| {
+        b.call_info(store)
     })?;
     if let Err(e) = budget::check_info(bindings::info_shape(&raw)) {
         return Ok(Err(e));
@@ -101,19 +101,11 @@ pub enum Entry {
     Cleanup,
 }
 
-impl Entry {
-    /// The export's name in the plugin world.
-    fn export(self) -> &'static str {
-        match self {
-            Entry::Reconcile => "reconcile",
-            Entry::Cleanup => "cleanup",
-        }
-    }
-}
-
 /// Calls `reconcile` or `cleanup`, checks the answer against the output budget
-/// ([`budget`]) while it still lies in the guest's memory, and only then copies and
-/// converts it.
+/// ([`budget`]) and converts it. The answer is copied out of the guest under a hostcall
+/// fuel of [`bindings::answer_fuel`]: an answer whose copy would be larger than any answer
+/// within the limits is refused before the host allocates it; within that, the exact
+/// limits are checked on the copy.
 pub(crate) fn call_decide(
     engine: &SandboxEngine,
     pre: &PluginBindingsPre<StoreData>,
@@ -123,23 +115,21 @@ pub(crate) fn call_decide(
     observed: &Observed,
 ) -> Result<Result<Plan, ReconcileError>, CallError> {
     let input = bindings::observed_to_wit(observed);
-    let answer = with_instance(engine, pre, limits, ctx, |store, instance| {
-        let func = instance.get_typed_func::<(&bindings::WitObserved,), (RawAnswer,)>(
-            &mut *store,
-            entry.export(),
-        )?;
-        let (raw,) = func.call(&mut *store, (&input,))?;
-        bindings::read_answer(
-            store.as_context_mut(),
-            raw,
-            |shape| budget::check_plan(shape, limits),
-            |bytes| budget::check_error(bytes, limits),
-        )
+    let fuel = bindings::answer_fuel(limits);
+    let raw = with_instance(engine, pre, limits, ctx, fuel, |store, b| match entry {
+        Entry::Reconcile => b.call_reconcile(store, &input),
+        Entry::Cleanup => b.call_cleanup(store, &input),
     })?;
-    match answer.map_err(CallError::InvalidOutput)? {
-        Ok(plan) => bindings::plan_from_wit(plan)
-            .map(Ok)
-            .map_err(CallError::InvalidOutput),
-        Err(e) => Ok(Err(bindings::error_from_wit(e))),
-    }
+    let plan = match raw {
+        Ok(plan) => plan,
+        Err(e) => {
+            budget::check_error(bindings::error_bytes(&e), limits)
+                .map_err(CallError::InvalidOutput)?;
+            return Ok(Err(bindings::error_from_wit(e)));
+        }
+    };
+    budget::check_plan(bindings::plan_shape(&plan), limits).map_err(CallError::InvalidOutput)?;
+    bindings::plan_from_wit(plan)
+        .map(Ok)
+        .map_err(CallError::InvalidOutput)
 }
