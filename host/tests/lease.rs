@@ -513,7 +513,7 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
     use std::sync::Mutex;
     use wasmop::shards::assign::{DRAIN_LABEL, SHARD_LABEL};
     use wasmop::shards::scope::HANDOVER_ANNOTATION;
-    use wasmop::shards::sharder::{acknowledge, api_of, pass};
+    use wasmop::shards::sharder::{acknowledge, api_of, list_paged, pass};
 
     const N: usize = 1_000;
     let client = client().await?;
@@ -531,15 +531,16 @@ async fn the_sharder_moves_objects_only_after_the_old_shard_lets_go() -> anyhow:
         let (client, ar, selector) = (client.clone(), ar.clone(), selector.clone());
         let live = live.to_vec();
         async move {
-            pass(
-                &client,
-                &ar,
-                Some("default"),
-                Some(&selector),
-                &live,
-                &Default::default(),
-            )
-            .await
+            // A consistent read, so that each step below decides on what the last one wrote
+            // (the running sharder reads a watch, and a stale decision fails on its
+            // resourceVersion and waits for the next pass).
+            let api = api_of(&client, &ar, Some("default"));
+            let objects: Vec<_> = list_paged(&api, &ListParams::default().labels(&selector))
+                .await?
+                .into_iter()
+                .map(Arc::new)
+                .collect();
+            pass(&client, &ar, &objects, &live, &Default::default()).await
         }
     };
     // Every label change, per object, as the watch shows it; moves between two shards that

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use super::members::{Membership, list_announced, running};
 use super::migrate::label_unsharded;
-use super::sharder::pass;
+use super::sharder::{KindWatch, pass};
 use crate::operator::kinds::api_resource;
 use crate::ops::health::ReadyFlag;
 use crate::ops::metrics::{Metrics, MoveLabels, PluginOnlyLabels};
@@ -63,6 +63,8 @@ pub async fn run_sharder(
         // Per plugin, once a term: objects made before sharding, labelled; their owners.
         let mut migrated: HashMap<String, HashSet<String>> = HashMap::new();
         let mut prune_failed = false;
+        // Per plugin, for the term: a watch of its primaries' metadata, read by each pass.
+        let mut watches: HashMap<String, KindWatch> = HashMap::new();
         while *leading.borrow() && !*shutdown.borrow() {
             let (live, announced) =
                 match list_announced(&client, &settings.namespace, &settings.ring).await {
@@ -88,7 +90,9 @@ pub async fn run_sharder(
                 }
                 Err(e) => tracing::debug!(error = %e, "cannot delete the Leases of shards gone"),
             }
-            for (info, _) in manager.primaries().await {
+            let primaries = manager.primaries().await;
+            watches.retain(|plugin, _| primaries.iter().any(|(i, _)| &i.name == plugin));
+            for (info, _) in primaries {
                 let plugin = info.name.clone();
                 if !migrated.contains_key(&plugin) {
                     match label_unsharded(&client, &info, settings.watched.as_deref()).await {
@@ -109,9 +113,21 @@ pub async fn run_sharder(
                 let unsharded = &migrated[&plugin];
                 let ar = api_resource(&info.primary);
                 let ns = settings.watched.as_deref();
+                let watch = match watches.get(&plugin) {
+                    Some(w) if w.resource() == &ar => w,
+                    _ => {
+                        let w = KindWatch::start(&client, &ar, ns);
+                        watches.insert(plugin.clone(), w);
+                        &watches[&plugin]
+                    }
+                };
+                if !watch.synced(settings.every).await {
+                    tracing::debug!(plugin = %plugin, "sharder's watch not synced yet");
+                    continue;
+                }
                 // Only the members that run this plugin: another's objects would wait forever.
                 let members = running(&live, &announced, &plugin);
-                match pass(&client, &ar, ns, None, &members, unsharded).await {
+                match pass(&client, &ar, &watch.objects(), &members, unsharded).await {
                     Ok(p) => {
                         let assigned: usize = p.assigned.values().sum();
                         for (step, n) in [("assigned", assigned), ("drain", p.drained)] {

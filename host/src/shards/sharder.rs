@@ -1,5 +1,6 @@
 //! The sharder's pass over the objects of one kind, and a shard's acknowledgement of a
-//! drain, as API calls. A pass lists the objects' metadata, decides each one's move
+//! drain, as API calls. A pass reads the objects' metadata from a watch ([`KindWatch`],
+//! no list per pass), decides each one's move
 //! ([`super::assign::decide`]) and writes it as a label patch that carries the
 //! resourceVersion it decided on, so a decision made on a stale read fails (409) and waits
 //! for the next pass instead of overriding a shard's acknowledgement. An object taken from
@@ -7,9 +8,14 @@
 //! its new shard has taken over what it owns ([`super::scope::HANDOVER_ANNOTATION`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use super::assign::{DRAIN_LABEL, Move, SHARD_LABEL, decide};
@@ -66,6 +72,73 @@ pub async fn list_paged(
     }
 }
 
+/// One object's metadata, as the sharder reads it.
+pub type ObjectMeta = Arc<PartialObjectMeta<DynamicObject>>;
+
+/// The metadata of one kind's objects, kept current by a watch (read in pages of [`PAGE`]
+/// when it lists): what the sharder's passes read, instead of listing every object on every
+/// pass. A pass may read it slightly behind the API server; every write it decides carries
+/// the resourceVersion it read, so a stale decision fails (409) and is made again on the
+/// next pass. The watch stops when this is dropped.
+pub struct KindWatch {
+    resource: ApiResource,
+    reader: Store<PartialObjectMeta<DynamicObject>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl KindWatch {
+    /// Starts watching `ar`'s objects in `namespace` (all namespaces when `None`).
+    pub fn start(client: &kube::Client, ar: &ApiResource, namespace: Option<&str>) -> Self {
+        let writer = reflector::store::Writer::new(ar.clone());
+        let reader = writer.as_reader();
+        let config = watcher::Config::default().page_size(PAGE);
+        // An API of metadata only: its watch asks for metadata only.
+        let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+            None => Api::all_with(client.clone(), ar),
+        };
+        let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
+        let kind = ar.kind.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                if let Err(e) = event {
+                    tracing::debug!(%kind, error = %e, "sharder's watch interrupted; it resumes");
+                }
+            }
+        });
+        KindWatch {
+            resource: ar.clone(),
+            reader,
+            task,
+        }
+    }
+
+    /// The kind watched.
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    /// Whether the watch has listed once, waiting at most `within` for it.
+    pub async fn synced(&self, within: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(within, self.reader.wait_until_ready()).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Every object as the watch last saw it.
+    pub fn objects(&self) -> Vec<ObjectMeta> {
+        self.reader.state()
+    }
+}
+
+impl Drop for KindWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// The API of `ar`'s objects in `namespace` (all namespaces when `None`).
 pub fn api_of(
     client: &kube::Client,
@@ -78,27 +151,21 @@ pub fn api_of(
     }
 }
 
-/// One pass over the objects of kind `ar` in `namespace` (all when `None`; restricted by
-/// `selector`, if any), given the ring's `live` members. The first assignment of an object
-/// in `unsharded` (it controls objects made before sharding) carries the handover
-/// annotation too. Counts only the moves written.
+/// One pass over `objects` of kind `ar` (from a [`KindWatch`], or a list), given the
+/// ring's `live` members. The first assignment of an object in `unsharded` (it controls
+/// objects made before sharding) carries the handover annotation too. Counts only the
+/// moves written.
 pub async fn pass(
     client: &kube::Client,
     ar: &ApiResource,
-    namespace: Option<&str>,
-    selector: Option<&str>,
+    objects: &[ObjectMeta],
     live: &[String],
     unsharded: &std::collections::HashSet<String>,
 ) -> Result<Pass, kube::Error> {
-    let api = api_of(client, ar, namespace);
     let ring = Ring::new(live, super::ring::DEFAULT_VNODES);
-    let mut lp = ListParams::default();
-    if let Some(s) = selector {
-        lp = lp.labels(s);
-    }
     let mut out = Pass::default();
     let mut patches = Vec::new();
-    for obj in list_paged(&api, &lp).await? {
+    for obj in objects {
         out.objects += 1;
         let m = &obj.metadata;
         let (Some(name), Some(uid)) = (m.name.clone(), m.uid.as_deref()) else {

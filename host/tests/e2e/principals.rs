@@ -136,10 +136,7 @@ async fn nothing_written(client: &kube::Client) {
 
 /// Audit events (Metadata level) of the local control plane so far.
 fn audit(cluster: &Cluster) -> Vec<Value> {
-    let text = std::fs::read_to_string(cluster.state.join("logs/audit.log")).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    cluster.audit_since(0).0
 }
 
 /// Whether the audit log has a `verb` on `resource` in `ns` made by the host as `plugin`'s

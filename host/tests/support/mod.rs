@@ -102,6 +102,19 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The audit log's events (Metadata level, tests/cluster/audit-policy.yaml) from byte
+    /// `from` of the log on, and the log's length: pass the length back to read only what
+    /// came after.
+    pub fn audit_since(&self, from: u64) -> (Vec<serde_json::Value>, u64) {
+        let text = std::fs::read(self.state.join("logs/audit.log")).unwrap_or_default();
+        let from = usize::try_from(from).unwrap_or(usize::MAX).min(text.len());
+        let events = String::from_utf8_lossy(&text[from..])
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (events, text.len() as u64)
+    }
+
     /// Starts a control plane in a fresh state directory (building it first if needed).
     pub fn start(tag: &str) -> Cluster {
         Self::start_with_node_pods(tag, 110)
