@@ -1,6 +1,6 @@
 //! End to end: `wasmop dev` on a plugin scaffolded by `wasmop new`. The sample reaches its
 //! desired state; an edit of the source (a new label on the ConfigMaps it writes) is built
-//! and swapped in within seconds of the save, and objects decided afterwards carry the
+//! and swapped in within a minute of the save (about 10 s), and objects decided afterwards carry the
 //! label; a syntax error is reported with the compiler's message while the last good version
 //! keeps running; SIGTERM stops the host and the local control plane (`--local`) it started.
 
@@ -161,9 +161,11 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     let saved = Instant::now();
     std::fs::write(&lib, &edited).unwrap();
     let swapped = |dev: &Dev, n: usize| dev.text().matches("swapped plugin=greeter").count() >= n;
+    // An incremental build of the plugin and a swap: about 10 s on a 2-core machine; a
+    // minute is the bound the save -> running claim is held to.
     eventually(
-        Duration::from_secs(180),
-        "the edited version swapped in",
+        Duration::from_secs(60),
+        "the edited version swapped in within a minute of the save",
         || async { swapped(&dev, 1).then_some(()) },
     )
     .await;
@@ -179,8 +181,8 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     // A syntax error: the compiler's message is shown, the edited version keeps running.
     std::fs::write(&lib, format!("{edited}\nfn broken( {{\n")).unwrap();
     eventually(
-        Duration::from_secs(180),
-        "the build failure reported",
+        Duration::from_secs(60),
+        "the build failure reported within a minute",
         || async { dev.text().contains("the build failed").then_some(()) },
     )
     .await;

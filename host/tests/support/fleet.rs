@@ -224,6 +224,27 @@ impl Sampler {
         self.bound.store(size, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Stops it and asserts what it saw: at least `min_events` pod events, `size` live pods
+    /// at most for any owner and exactly that for some (the bound was reached, not just
+    /// respected), and no pod made while its owner had the size in force.
+    pub async fn held(self, uids: &[String], size: usize, min_events: usize) {
+        let (events, worst, over) = self.finish(uids).await;
+        println!(
+            "sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}"
+        );
+        assert!(
+            events >= min_events && worst == size,
+            "the sampler watched {events} pod events for {} PodReplicas (most live pods {worst}, size {size})",
+            uids.len()
+        );
+        assert!(
+            over.is_empty(),
+            "{} PodReplicas got a pod while they had the size in force live:\n{}",
+            over.len(),
+            over.join("\n")
+        );
+    }
+
     /// Stops it; returns (the watch events it saw, the most live pods of any owner, a
     /// report of the owners seen over the bound, one line each).
     pub async fn finish(self, uids: &[String]) -> (usize, usize, Vec<String>) {
