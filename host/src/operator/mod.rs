@@ -56,24 +56,35 @@ use crate::ops::retry::SafeRetry;
 use crate::registry::{Manager, sources};
 use crate::runtime::{Limits, Sandbox};
 
-/// The client configuration from `--kubeconfig`, else the usual inference (in-cluster
-/// inside a pod, `$KUBECONFIG` or `~/.kube/config` outside).
 /// Where decisions are recorded when a WasmPlugin asks for it and `--record` names no
-/// directory.
+/// directory (deploy/deployment.yaml mounts an `emptyDir` on /tmp: the root is read-only).
 pub const DEFAULT_RECORD_DIR: &str = "/tmp/wasmop-records";
 
+/// The client configuration from `--kubeconfig`, else the usual inference (in-cluster
+/// inside a pod, `$KUBECONFIG` or `~/.kube/config` outside).
+/// Every request says it comes from wasmop (`User-Agent: wasmop/VERSION`), as
+/// controller-runtime's managers name themselves: the API server's audit log and metrics
+/// tell the host's requests from any other client's of the same account.
 pub(crate) async fn client_config(
     kubeconfig: Option<&std::path::Path>,
 ) -> anyhow::Result<kube::Config> {
-    Ok(match kubeconfig {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
         }
         None => kube::Config::infer().await?,
-    })
+    };
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    Ok(config)
 }
+
+/// The host's `User-Agent`.
+pub const USER_AGENT: &str = concat!("wasmop/", env!("CARGO_PKG_VERSION"));
 
 /// A Kubernetes client from `--kubeconfig`, else the usual inference (in-cluster inside a
 /// pod, `$KUBECONFIG` or `~/.kube/config` outside).
@@ -277,8 +288,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         fence.clone()
     };
     let (member_tx, member_rx) = watch::channel(false);
-    // The plugins this replica runs, announced on its shard Lease.
-    let (announce_tx, announced_rx) = watch::channel(crate::ops::lease::Announced::new());
+    // The plugins this replica runs, announced on its shard Lease: none until its plugins
+    // run. Said from the first write, so that a Lease taken over from an earlier process of
+    // this shard does not keep announcing what that process ran (the sharder would give
+    // this one objects before it runs their plugin, and take them back when it announces).
+    let (announce_tx, announced_rx) =
+        watch::channel(crate::shards::members::announcing(std::iter::empty()));
     if let Some(cfg) = lease {
         if let Some(id) = &shard {
             let mut shard_cfg = cfg.clone();
@@ -333,6 +348,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         metrics.clone(),
     );
 
+    let cases = Arc::new(crate::rollout::record::CaseRecorder::start(
+        args.record
+            .clone()
+            .unwrap_or_else(|| DEFAULT_RECORD_DIR.into()),
+        args.record_max,
+        args.record.is_some(),
+    ));
     let deps = ControllerDeps {
         client: work_client.clone(),
         sandbox,
@@ -366,13 +388,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             args.namespace.clone(),
             metrics.clone(),
         ),
-        cases: Arc::new(crate::rollout::record::CaseRecorder::start(
-            args.record
-                .clone()
-                .unwrap_or_else(|| DEFAULT_RECORD_DIR.into()),
-            args.record_max,
-            args.record.is_some(),
-        )),
+        cases: cases.clone(),
         principals,
         reviewer,
         shard: shard.clone(),
@@ -389,6 +405,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             client.clone(),
             manager.clone(),
             fence.clone(),
+            cases,
             Reporter {
                 controller: "wasmop".into(),
                 instance: Some(identity(&args)),

@@ -543,6 +543,15 @@ impl Manager {
         }
     }
 
+    /// The origin and slot of every running plugin.
+    pub async fn slots(&self) -> Vec<(String, Arc<PluginSlot>)> {
+        let running = self.running.lock().await;
+        running
+            .values()
+            .map(|r| (r.origin.clone(), r.slot.clone()))
+            .collect()
+    }
+
     /// The origin and slot of every plugin with a candidate.
     pub async fn rollouts(&self) -> Vec<(String, Arc<PluginSlot>)> {
         let running = self.running.lock().await;

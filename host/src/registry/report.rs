@@ -2,7 +2,9 @@
 //! the candidate's decisions go into its WasmPlugin's `status.rollout` (field manager
 //! `wasmop-rollout`, beside the host's own status fields), and the rollout's policy is
 //! judged: the host promotes or aborts by itself, with an Event on the WasmPlugin saying why.
-//! Only the leader reports (its writes are the only ones the fence lets out).
+//! Only the leader reports (its writes are the only ones the fence lets out). It also keeps
+//! `status.recording` (field manager `wasmop-recording`) of every plugin whose decisions
+//! are recorded: where, how many cases, and why the last one could not be written.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -16,10 +18,11 @@ use tokio::sync::watch;
 
 use super::manager::Manager;
 use super::rollout::{abort_patch, patch_spec, promote_patch};
-use super::wasmplugin::{DivergenceStatus, RolloutStatus, WasmPlugin};
+use super::wasmplugin::{DivergenceStatus, RecordingStatus, RolloutStatus, WasmPlugin};
 use crate::operator::context::PluginSlot;
 use crate::ops::fence::{Fence, is_fenced_off};
 use crate::rollout::canary::in_canary;
+use crate::rollout::record::CaseRecorder;
 use crate::rollout::{Candidate, Counts, Mode, Verdict};
 
 /// How often the counts are written.
@@ -105,6 +108,72 @@ async fn apply_rollout_status(
     .map(|_| ())
 }
 
+/// The `status.recording` of a plugin now; `None` when its decisions are not recorded.
+fn recording_of(cases: &CaseRecorder, slot: &PluginSlot) -> Option<RecordingStatus> {
+    if !cases.records(slot.record_switch()) {
+        return None;
+    }
+    let plugin = slot.current().info.name.clone();
+    let now = cases.recording(&plugin).unwrap_or_default();
+    Some(RecordingStatus {
+        directory: cases.dir().join(&plugin).display().to_string(),
+        cases: now.cases,
+        error: now.error,
+    })
+}
+
+async fn apply_recording_status(
+    api: &Api<WasmPlugin>,
+    name: &str,
+    status: Option<&RecordingStatus>,
+) -> Result<(), kube::Error> {
+    let status = match status {
+        Some(s) => json!({"recording": s}),
+        None => json!({}),
+    };
+    let patch =
+        json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "status": status});
+    api.patch_status(
+        name,
+        &PatchParams::apply("wasmop-recording").force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Writes the `status.recording` of every running plugin that changed since `written`.
+async fn report_recordings(
+    client: &Client,
+    manager: &Manager,
+    cases: &CaseRecorder,
+    written: &mut HashMap<String, Option<RecordingStatus>>,
+) {
+    for (origin, slot) in manager.slots().await {
+        let Some((ns, name)) = wasmplugin_of(&origin) else {
+            continue;
+        };
+        let status = recording_of(cases, &slot);
+        match (written.get(&origin), &status) {
+            // Unchanged since written.
+            (Some(w), s) if w == s => continue,
+            // Never recorded: no field to remove.
+            (None, None) => continue,
+            _ => {}
+        }
+        let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
+        match apply_recording_status(&api, name, status.as_ref()).await {
+            Ok(()) => {
+                written.insert(origin, status);
+            }
+            Err(e) if is_fenced_off(&e) => {}
+            Err(e) => {
+                tracing::warn!(wasmplugin = name, error = %e, "could not write the recording status")
+            }
+        }
+    }
+}
+
 /// Promotes or aborts the candidate `digest` of WasmPlugin `name` as the policy asked,
 /// unless the spec names another candidate by now; an Event says why.
 async fn end_rollout(
@@ -145,16 +214,19 @@ async fn end_rollout(
     Ok(())
 }
 
-/// Reports the rollouts of `manager` every [`EVERY`] until shutdown (see the module docs).
+/// Reports the rollouts and recordings of `manager` every [`EVERY`] until shutdown (see
+/// the module docs).
 pub async fn run(
     client: Client,
     manager: Arc<Manager>,
     fence: Arc<Fence>,
+    cases: Arc<CaseRecorder>,
     reporter: Reporter,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let recorder = Recorder::new(client.clone(), reporter);
     let mut written: HashMap<String, RolloutStatus> = HashMap::new();
+    let mut recordings: HashMap<String, Option<RecordingStatus>> = HashMap::new();
     let mut ended: HashSet<String> = HashSet::new();
     loop {
         tokio::select! {
@@ -163,8 +235,10 @@ pub async fn run(
         }
         if !fence.is_open() {
             written.clear();
+            recordings.clear();
             continue;
         }
+        report_recordings(&client, &manager, &cases, &mut recordings).await;
         let mut current = HashSet::new();
         for (origin, slot) in manager.rollouts().await {
             let (Some((ns, name)), Some(c)) = (wasmplugin_of(&origin), slot.candidate()) else {

@@ -153,6 +153,24 @@ pub struct WasmPluginStatus {
     /// How the candidate's decisions went (refreshed every few seconds while it runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// Where and how the plugin's decisions are recorded, while they are (`spec.record`
+    /// or `wasmop run --record`), as the leader's host sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<RecordingStatus>,
+}
+
+/// The recording of a plugin's decisions as golden cases, on the leader's host.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordingStatus {
+    /// The directory the cases go to, inside the host's container.
+    pub directory: String,
+    /// Cases written since the host started.
+    pub cases: u64,
+    /// Why the last case could not be written (for example a read-only file system); absent
+    /// while cases are written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The candidate version the host loaded.

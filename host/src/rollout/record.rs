@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -50,12 +51,26 @@ pub fn reads_secrets(info: &PluginInfo) -> bool {
     is_secrets(&info.primary) || info.relations.iter().any(|r| is_secrets(&r.kind))
 }
 
+/// How recording goes for one plugin, as the writer last saw it: shown in the WasmPlugin's
+/// `status.recording`, so that a directory the host cannot write (a read-only root file
+/// system without a volume there) is seen where the recording was asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recording {
+    /// Cases written since the host started.
+    pub cases: u64,
+    /// Why the last case could not be written; `None` once one is written again.
+    pub error: Option<String>,
+}
+
+type Recordings = Arc<Mutex<BTreeMap<String, Recording>>>;
+
 /// Writes recorded decisions on a thread of its own.
 #[derive(Debug)]
 pub struct CaseRecorder {
     dir: PathBuf,
     default_on: bool,
     tx: SyncSender<Decision>,
+    recordings: Recordings,
 }
 
 impl CaseRecorder {
@@ -64,15 +79,27 @@ impl CaseRecorder {
     pub fn start(dir: PathBuf, max: usize, default_on: bool) -> Self {
         let (tx, rx) = sync_channel(QUEUE);
         let writer_dir = dir.clone();
+        let recordings = Recordings::default();
+        let written = recordings.clone();
         std::thread::Builder::new()
             .name("wasmop-record".into())
-            .spawn(move || write_loop(&writer_dir, max.max(1), rx))
+            .spawn(move || write_loop(&writer_dir, max.max(1), rx, &written))
             .expect("spawning the recorder thread");
         CaseRecorder {
             dir,
             default_on,
             tx,
+            recordings,
         }
+    }
+
+    /// How recording goes for `plugin`; `None` before its first decision reached the writer.
+    pub fn recording(&self, plugin: &str) -> Option<Recording> {
+        self.recordings
+            .lock()
+            .expect("recordings lock")
+            .get(plugin)
+            .cloned()
     }
 
     /// Where the cases go.
@@ -162,8 +189,19 @@ fn file(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:08}.yaml"))
 }
 
-fn write_loop(root: &Path, max: usize, rx: Receiver<Decision>) {
+fn write_loop(root: &Path, max: usize, rx: Receiver<Decision>, recordings: &Recordings) {
     let mut plugins: BTreeMap<String, VecDeque<u64>> = BTreeMap::new();
+    let note = |plugin: &str, result: Result<(), String>| {
+        let mut all = recordings.lock().expect("recordings lock");
+        let r = all.entry(plugin.to_string()).or_default();
+        match result {
+            Ok(()) => {
+                r.cases += 1;
+                r.error = None;
+            }
+            Err(e) => r.error = Some(e),
+        }
+    };
     for d in rx {
         let Some(case) = case_of(&d) else { continue };
         let dir = root.join(&d.plugin);
@@ -182,10 +220,18 @@ fn write_loop(root: &Path, max: usize, rx: Receiver<Decision>) {
                 continue;
             }
         };
-        if let Err(e) = std::fs::write(file(&dir, seq), text) {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot record a decision");
+        let path = file(&dir, seq);
+        if let Err(e) = std::fs::write(&path, text) {
+            // The directory may have gone, or never been made: made again next time.
+            if std::fs::create_dir_all(&dir).is_err() {
+                plugins.remove(&d.plugin);
+            }
+            let why = format!("cannot write {}: {e}", path.display());
+            tracing::warn!(plugin = %d.plugin, error = %why, "cannot record a decision");
+            note(&d.plugin, Err(why));
             continue;
         }
+        note(&d.plugin, Ok(()));
         files.push_back(seq);
         while files.len() > max {
             if let Some(old) = files.pop_front() {
@@ -305,5 +351,58 @@ mod tests {
         let case: Case = crate::offline::input::from_yaml(&text).unwrap();
         assert_eq!(case.seed, Some(5));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Waits up to 10 s for `plugin`'s recording to be as `done` wants it.
+    fn recording_once(
+        r: &CaseRecorder,
+        plugin: &str,
+        done: impl Fn(&Recording) -> bool,
+    ) -> Recording {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let now = r.recording(plugin).unwrap_or_default();
+            if done(&now) || std::time::Instant::now() > deadline {
+                return now;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// A directory the host cannot write is said where the recording was asked for (the
+    /// WasmPlugin's status reads [`CaseRecorder::recording`]), and writing again clears it.
+    #[test]
+    fn a_directory_the_host_cannot_write_is_reported_per_plugin() {
+        let base = std::env::temp_dir().join(format!("wasmop-record-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        // A regular file where the directory should be: nothing can be made under it.
+        let blocked = base.join("blocked");
+        std::fs::write(&blocked, "not a directory").unwrap();
+        let r = CaseRecorder::start(blocked.clone(), 10, true);
+        assert!(r.record(decision(1, vec![pod("a")])));
+        let failed = recording_once(&r, "podreplica", |r| r.error.is_some());
+        assert_eq!(failed.cases, 0);
+        let error = failed.error.expect("the failure is kept");
+        assert!(
+            error.starts_with(&format!(
+                "cannot write {}",
+                blocked.join("podreplica").display()
+            )),
+            "{error}"
+        );
+        assert!(r.recording("chaospod").is_none());
+        // The obstacle goes: the next decision is written and the error cleared.
+        std::fs::remove_file(&blocked).unwrap();
+        assert!(r.record(decision(2, vec![pod("a")])));
+        let fine = recording_once(&r, "podreplica", |r| r.cases > 0);
+        assert_eq!(
+            fine,
+            Recording {
+                cases: 1,
+                error: None
+            }
+        );
+        assert!(blocked.join("podreplica/00000001.yaml").is_file());
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

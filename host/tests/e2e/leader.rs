@@ -98,15 +98,42 @@ async fn standby_takes_over_within_the_lease() {
         (!b.leads()).then_some(())
     })
     .await;
+    // Nothing the API server received from a host in the next 3 s was a write (the audit
+    // log has every write, with the client's User-Agent; Leases are left out of it).
+    let by_host = |e: &&serde_json::Value| {
+        e["userAgent"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("wasmop/"))
+    };
+    let (before, from) = cluster.audit_since(0);
+    assert!(
+        before.iter().any(|e| by_host(&e)),
+        "the hosts' earlier writes carry their User-Agent in the audit log"
+    );
     apply(&client, &ar, "default", &podreplica(4))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        live_owned_pods(&client, "default", &uid).await.len(),
-        3,
-        "a replica that does not lead wrote"
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (events, _) = cluster.audit_since(from);
+    let by_hosts: Vec<String> = events
+        .iter()
+        .filter(by_host)
+        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+        .collect();
+    println!(
+        "while another held the lease: {} writes audited, {} of them by a host",
+        events.len(),
+        by_hosts.len()
     );
+    assert!(
+        !events.is_empty(),
+        "the audit log shows the test's own write"
+    );
+    assert!(
+        by_hosts.is_empty(),
+        "a replica that does not lead wrote: {by_hosts:?}"
+    );
+    assert_eq!(live_owned_pods(&client, "default", &uid).await.len(), 3);
     eventually(
         Duration::from_secs(30),
         "b leads again and converges",

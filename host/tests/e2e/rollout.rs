@@ -248,7 +248,9 @@ async fn shadow_promote_abort_canary_record_and_replay() {
             .unwrap()
             .ends_with("-v2")
     );
-    // Scaling under shadow: the active version's plan is the one carried out.
+    // Scaling under shadow: the active version's plan is the one carried out, and only it
+    // (the audit log has every pod write of the window, with the host's User-Agent).
+    let (_, audit_from) = cluster.audit_since(0);
     apply(
         &client,
         &podreplica_resource(),
@@ -260,6 +262,24 @@ async fn shadow_promote_abort_canary_record_and_replay() {
     all_converged(&client, &article[..1], 3, "").await;
     let (after, v2_after) = pod_names(&pods).await;
     assert_eq!(v2_after, 0, "a shadow candidate created pods");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pod_writes: Vec<String> = cluster
+        .audit_since(audit_from)
+        .0
+        .iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "pods"
+                && e["userAgent"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("wasmop/"))
+        })
+        .map(|e| format!("{} {}", e["verb"], e["objectRef"]["name"]))
+        .collect();
+    assert_eq!(
+        pod_writes.len(),
+        1,
+        "scaling 2 -> 3 under shadow: one pod create, nothing else: {pod_writes:?}"
+    );
     assert!(
         before.iter().all(|p| after.contains(p)),
         "a shadow candidate deleted pods"

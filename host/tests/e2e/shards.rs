@@ -103,25 +103,6 @@ fn caches_follow_labels(
         .collect()
 }
 
-/// Stops the sampler and asserts what it saw for the whole test: at least `min_events` pod
-/// events, a PodReplica with `size` live pods at some moment, and never a pod made for one
-/// that already had `size`.
-async fn sampled_within(sampler: Sampler, uids: &[String], size: usize, min_events: usize) {
-    let (events, worst, over) = sampler.finish(uids).await;
-    println!("sampler: {events} pod events watched; the most live pods of any PodReplica: {worst}");
-    assert!(
-        events >= min_events && worst == size,
-        "the sampler watched {events} pod events for {} PodReplicas (most live pods {worst}, size {size})",
-        uids.len()
-    );
-    assert!(
-        over.is_empty(),
-        "{} PodReplicas got a pod while they had {size} live:\n{}",
-        over.len(),
-        over.join("\n")
-    );
-}
-
 /// Every PodReplica's shard label (empty when it has none) and whether it is draining.
 async fn assignments(client: &Client) -> HashMap<String, (String, bool)> {
     let api: Api<DynamicObject> =
@@ -197,23 +178,6 @@ async fn spread(client: &Client, n: usize, shards: &[&str]) -> BTreeMap<String, 
     s
 }
 
-/// Objects the leaders took from a shard whose Lease they judged lapsed (their logs).
-fn taken_without_drain(hosts: &BTreeMap<&str, Host>) -> usize {
-    hosts
-        .values()
-        .flat_map(|h| {
-            h.log_text()
-                .lines()
-                .filter(|l| l.contains("took objects of a shard whose Lease was not seen renewed"))
-                .filter_map(|l| {
-                    let n = l.split("taken=").nth(1)?.split_whitespace().next()?;
-                    n.parse::<usize>().ok()
-                })
-                .collect::<Vec<_>>()
-        })
-        .sum()
-}
-
 /// Deletes every `nth` PodReplica pod (their owners must replace them).
 async fn delete_every(client: &Client, nth: usize) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -272,13 +236,19 @@ async fn pods_follow_owners(client: &Client) -> Result<(), String> {
     }
 }
 
-/// Watches the PodReplicas' shard labels for the whole test: an object may gain a shard
-/// only when it has none or its shard is `dead`; a move from one live shard to another
-/// (no acknowledgement between) is a violation.
+/// Watches the PodReplicas' shard labels for the whole test, the oracle of every move: an
+/// object may gain a shard only when it has none (after its old shard acknowledged a drain,
+/// which removes the label) or when its shard is `dead`; a move from one live shard to
+/// another (no acknowledgement between) is a violation.
 struct LabelWatch {
     task: tokio::task::JoinHandle<()>,
     violations: Arc<Mutex<Vec<String>>>,
+    /// Assignments seen (a shard label set or changed).
     moves: Arc<Mutex<usize>>,
+    /// Acknowledged drains seen (a shard label removed).
+    acks: Arc<Mutex<usize>>,
+    /// Objects taken from a dead shard (moved straight to another).
+    from_dead: Arc<Mutex<usize>>,
     dead: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -288,8 +258,16 @@ impl LabelWatch {
             Api::namespaced_with(client, "default", &podreplica_resource());
         let violations = Arc::new(Mutex::new(Vec::new()));
         let moves = Arc::new(Mutex::new(0));
+        let acks = Arc::new(Mutex::new(0));
+        let from_dead = Arc::new(Mutex::new(0));
         let dead = Arc::new(Mutex::new(HashSet::new()));
-        let (v, n, d) = (violations.clone(), moves.clone(), dead.clone());
+        let (v, n, a, f, d) = (
+            violations.clone(),
+            moves.clone(),
+            acks.clone(),
+            from_dead.clone(),
+            dead.clone(),
+        );
         let task = tokio::spawn(async move {
             let mut last: HashMap<String, String> = HashMap::new();
             let mut events = watcher(api, watcher::Config::default())
@@ -306,13 +284,23 @@ impl LabelWatch {
                     .cloned()
                     .unwrap_or_default();
                 let before = last.insert(uid.clone(), now.clone()).unwrap_or_default();
-                if before != now && !now.is_empty() {
-                    *n.lock().unwrap() += 1;
-                    if !before.is_empty() && !d.lock().unwrap().contains(&before) {
-                        v.lock()
-                            .unwrap()
-                            .push(format!("{uid}: {before} -> {now} without a drain"));
-                    }
+                if before == now {
+                    continue;
+                }
+                if now.is_empty() {
+                    *a.lock().unwrap() += 1;
+                    continue;
+                }
+                *n.lock().unwrap() += 1;
+                if before.is_empty() {
+                    continue;
+                }
+                if d.lock().unwrap().contains(&before) {
+                    *f.lock().unwrap() += 1;
+                } else {
+                    v.lock()
+                        .unwrap()
+                        .push(format!("{uid}: {before} -> {now} without a drain"));
                 }
             }
         });
@@ -320,6 +308,8 @@ impl LabelWatch {
             task,
             violations,
             moves,
+            acks,
+            from_dead,
             dead,
         }
     }
@@ -418,39 +408,35 @@ async fn shards_share_the_objects_and_hand_them_over_without_overlap() {
     )
     .await;
     caches_follow_labels(&hosts, &four);
-    let released: usize = hosts
-        .values()
-        .map(|h| h.log_text().matches("drained: let go").count())
-        .sum();
-    // On a busy machine a live shard's renewal can come late enough for the leader to judge
-    // its Lease lapsed and take its objects without a drain (its fence had closed first).
-    // The leader logs each such take; besides shard-c's objects when it was killed, they
-    // must stay rare, and they are the only moves between shards without a drain.
-    let lapsed = taken_without_drain(&hosts).saturating_sub(gone);
-    let moved = back["shard-c"] + to_d;
-    println!(
-        "drains acknowledged: {released}; taken from a shard whose renewal came late: {lapsed}"
-    );
-    assert!(
-        lapsed * 20 <= moved,
-        "{lapsed} objects taken from live shards without a drain"
-    );
-    // A drain may end with the object given back to the shard it left when the ring changed
-    // meanwhile (a member's announcement of its plugins arriving): an acknowledgement without
-    // a move, never two shards at once (the label watch below). At most 1 in 20.
-    assert!(
-        released <= moved + moved / 20 && moved <= released + lapsed,
-        "every object that moved between live shards was drained and acknowledged \
-         ({released} acknowledged, {moved} moved, {lapsed} taken after a late renewal)"
-    );
-
-    sampled_within(sampler, &uids, 1, uids.len()).await;
+    sampler.held(&uids, 1, uids.len()).await;
     labels.task.abort();
     let seen = *labels.moves.lock().unwrap();
-    let v = labels.violations.lock().unwrap().clone();
+    let released = *labels.acks.lock().unwrap();
+    let from_dead = *labels.from_dead.lock().unwrap();
+    // On a busy machine a live shard's renewal can come late enough for the leader to judge
+    // its Lease lapsed and take its objects without a drain (its fence had closed first):
+    // the watch sees those as moves between live shards. They must stay rare, and they are
+    // the only moves between shards without an acknowledged drain.
+    let lapsed = labels.violations.lock().unwrap().clone();
+    let moved = back["shard-c"] + to_d;
+    println!(
+        "label watch: {seen} assignments, {released} drains acknowledged, {from_dead} taken \
+         from the killed shard, {} taken from a shard whose renewal came late",
+        lapsed.len()
+    );
+    assert_eq!(
+        from_dead, gone,
+        "the killed shard's objects were each taken once"
+    );
     assert!(
-        v.len() <= lapsed,
-        "moves without a drain beyond the {lapsed} the leader took after a late renewal: {v:?}"
+        lapsed.len() * 20 <= moved,
+        "objects taken from live shards without a drain: {lapsed:?}"
+    );
+    assert!(
+        released <= moved && moved <= released + lapsed.len(),
+        "every object that moved between live shards was drained and acknowledged \
+         ({released} acknowledged, {moved} moved, {} taken after a late renewal)",
+        lapsed.len()
     );
     assert!(
         seen >= OBJECTS + gone + back["shard-c"] + to_d,
@@ -523,7 +509,7 @@ async fn turning_sharding_on_takes_over_what_was_made_without_it() {
         taken.keys().all(|k| k.ends_with("owning 2")),
         "a takeover found other than the 2 pods: {taken:?}"
     );
-    sampled_within(sampler, &uids, 2, uids.len()).await;
+    sampler.held(&uids, 2, uids.len()).await;
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));
     }
@@ -634,7 +620,7 @@ async fn paused_replicas_come_back_as_new_members_without_doubling() {
     })
     .await;
 
-    sampled_within(sampler, &uids, 2, 2 * N).await;
+    sampler.held(&uids, 2, 2 * N).await;
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));
     }
@@ -706,7 +692,7 @@ async fn relabelled_objects_are_taken_over_without_doubling() {
     all_converged_at(&client, &uids, 2, "converged after the relabel").await;
     delete_every(&client, 5).await;
     all_converged_at(&client, &uids, 2, "deleted pods replaced after the relabel").await;
-    sampled_within(sampler, &uids, 2, 2 * N).await;
+    sampler.held(&uids, 2, 2 * N).await;
     let first_sight = hosts["shard-b"]
         .log_text()
         .lines()
@@ -830,7 +816,7 @@ async fn a_partitioned_shard_comes_back_as_a_new_member_without_doubling() {
     spread(&client, N, &["shard-a", "shard-b"]).await;
     converged_on_owners(&client, &uids, 2, "converged after shard-b came back").await;
 
-    sampled_within(sampler, &uids, 2, 2 * N).await;
+    sampler.held(&uids, 2, 2 * N).await;
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));
     }
@@ -883,7 +869,19 @@ async fn objects_go_only_to_the_shards_that_run_their_plugin() {
     };
     assert_eq!(announced("shard-a").await.as_deref(), Some("podreplica"));
     assert_eq!(announced("shard-b").await.as_deref(), Some("chaospod"));
-    sampled_within(sampler, &uids, 1, N).await;
+    // The sharder reads its primaries from a watch: in 10 s of steady state (20 passes at
+    // 500 ms), nobody lists PodReplicas (the test's sampler watches, the shards' caches
+    // watch, and a list per pass would be 20 lists).
+    let (_, from) = cluster.audit_since(0);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (events, _) = cluster.audit_since(from);
+    let lists = events
+        .iter()
+        .filter(|e| e["verb"] == "list" && e["objectRef"]["resource"] == "podreplicas")
+        .count();
+    println!("lists of PodReplicas in 10 s of steady state: {lists}");
+    assert_eq!(lists, 0, "the sharder lists instead of watching");
+    sampler.held(&uids, 1, N).await;
     for mut h in [a, b] {
         h.terminate(Duration::from_secs(15));
     }
