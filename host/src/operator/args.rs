@@ -108,7 +108,8 @@ pub struct RunArgs {
     /// victims, for example).
     #[arg(long, env = "WASMOP_DELETE_BUDGET", default_value_t = 30)]
     pub delete_budget: usize,
-    /// Seconds to let running reconciles finish after SIGTERM.
+    /// Seconds to let running reconciles finish after SIGTERM (without leader election; a
+    /// leader steps down at once, its writes in flight ending within its renew deadline).
     #[arg(long, env = "WASMOP_SHUTDOWN_SECONDS", default_value_t = 10)]
     pub shutdown_seconds: u64,
     /// Record every plugin's decisions as golden cases under DIR/PLUGIN/ (for `wasmop replay`);

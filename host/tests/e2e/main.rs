@@ -2,8 +2,10 @@
 //! test at a time (`--test-threads=1`; `make e2e`). Every suite is a module of this one test
 //! binary: linking the static host into one binary per suite took minutes of every run.
 //!
-//! One suite: `cargo test --locked --release --target x86_64-unknown-linux-musl -p wasmop
-//! --test e2e -- shards:: --test-threads=1 --nocapture` (the module name filters).
+//! One suite, with the Makefile's cache and package set (so nothing is compiled again):
+//! `CARGO_TARGET_DIR=~/.cache/wasmop/target cargo test --locked --release --target
+//! x86_64-unknown-linux-musl -p wasmop -p wasmop-contract -p wasmop-sdk -p podreplica -p
+//! chaospod --test e2e -- shards:: --test-threads=1 --nocapture` (the module name filters).
 
 #[path = "../support/mod.rs"]
 mod support;
