@@ -51,8 +51,9 @@ pub struct ErrorLabels {
     /// Plugin version.
     pub version: String,
     /// Failure kind, a short snake_case word: `invalid_spec`, `transient`, `other` (errors
-    /// the guest returned), `timeout`, `trap`, `out_of_memory`, `invalid_output`,
-    /// `unavailable` (sandbox failures, as [`crate::runtime::CallError::kind`] names them),
+    /// the guest returned), `timeout`, `trap`,
+    /// `out_of_memory`, `host_memory`, `invalid_output`, `unavailable` (sandbox failures, as
+    /// [`crate::runtime::CallError::kind`] names them),
     /// `rejected` (the guard refused the plan), `kubernetes` (executing the plan failed).
     pub kind: &'static str,
 }
@@ -73,7 +74,7 @@ impl ErrorLabels {
 pub struct RejectLabels {
     /// Plugin name.
     pub plugin: String,
-    /// Short name of the guard rule, e.g. `undeclared_kind` or `foreign_namespace`.
+    /// Short name of the guard rule, e.g. `undeclared`, `namespace` or `max-actions`.
     pub rule: String,
 }
 

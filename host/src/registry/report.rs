@@ -88,24 +88,38 @@ pub fn status_of(c: &Candidate, slot: &PluginSlot) -> RolloutStatus {
     }
 }
 
+/// Writes one field of a WasmPlugin's status by server-side apply, owned by `manager`
+/// (`wasmop-rollout`, `wasmop-recording`), beside the host's own status fields; `None`
+/// removes the field.
+async fn apply_status_field(
+    api: &Api<WasmPlugin>,
+    name: &str,
+    manager: &str,
+    field: &str,
+    value: Option<serde_json::Value>,
+) -> Result<(), kube::Error> {
+    let mut status = json!({});
+    if let Some(v) = value {
+        status[field] = v;
+    }
+    let patch =
+        json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "status": status});
+    api.patch_status(
+        name,
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map(|_| ())
+}
+
 async fn apply_rollout_status(
     api: &Api<WasmPlugin>,
     name: &str,
     status: Option<&RolloutStatus>,
 ) -> Result<(), kube::Error> {
-    let status = match status {
-        Some(s) => json!({"rollout": s}),
-        None => json!({}),
-    };
-    let patch =
-        json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "status": status});
-    api.patch_status(
-        name,
-        &PatchParams::apply("wasmop-rollout").force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map(|_| ())
+    let value = status.map(|s| json!(s));
+    apply_status_field(api, name, "wasmop-rollout", "rollout", value).await
 }
 
 /// The `status.recording` of a plugin now; `None` when its decisions are not recorded.
@@ -127,19 +141,8 @@ async fn apply_recording_status(
     name: &str,
     status: Option<&RecordingStatus>,
 ) -> Result<(), kube::Error> {
-    let status = match status {
-        Some(s) => json!({"recording": s}),
-        None => json!({}),
-    };
-    let patch =
-        json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "status": status});
-    api.patch_status(
-        name,
-        &PatchParams::apply("wasmop-recording").force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map(|_| ())
+    let value = status.map(|s| json!(s));
+    apply_status_field(api, name, "wasmop-recording", "recording", value).await
 }
 
 /// Writes the `status.recording` of every running plugin that changed since `written`.
