@@ -91,16 +91,16 @@ pub fn status_of(c: &Candidate, slot: &PluginSlot) -> RolloutStatus {
 /// Writes one field of a WasmPlugin's status by server-side apply, owned by `manager`
 /// (`wasmop-rollout`, `wasmop-recording`), beside the host's own status fields; `None`
 /// removes the field.
-async fn apply_status_field(
+async fn apply_status_field<T: serde::Serialize>(
     api: &Api<WasmPlugin>,
     name: &str,
     manager: &str,
     field: &str,
-    value: Option<serde_json::Value>,
+    value: Option<&T>,
 ) -> Result<(), kube::Error> {
     let mut status = json!({});
     if let Some(v) = value {
-        status[field] = v;
+        status[field] = json!(v);
     }
     let patch =
         json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin", "status": status});
@@ -111,15 +111,6 @@ async fn apply_status_field(
     )
     .await
     .map(|_| ())
-}
-
-async fn apply_rollout_status(
-    api: &Api<WasmPlugin>,
-    name: &str,
-    status: Option<&RolloutStatus>,
-) -> Result<(), kube::Error> {
-    let value = status.map(|s| json!(s));
-    apply_status_field(api, name, "wasmop-rollout", "rollout", value).await
 }
 
 /// The `status.recording` of a plugin now; `None` when its decisions are not recorded.
@@ -134,15 +125,6 @@ fn recording_of(cases: &CaseRecorder, slot: &PluginSlot) -> Option<RecordingStat
         cases: now.cases,
         error: now.error,
     })
-}
-
-async fn apply_recording_status(
-    api: &Api<WasmPlugin>,
-    name: &str,
-    status: Option<&RecordingStatus>,
-) -> Result<(), kube::Error> {
-    let value = status.map(|s| json!(s));
-    apply_status_field(api, name, "wasmop-recording", "recording", value).await
 }
 
 /// Writes the `status.recording` of every running plugin that changed since `written`.
@@ -165,7 +147,8 @@ async fn report_recordings(
             _ => {}
         }
         let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
-        match apply_recording_status(&api, name, status.as_ref()).await {
+        match apply_status_field(&api, name, "wasmop-recording", "recording", status.as_ref()).await
+        {
             Ok(()) => {
                 written.insert(origin, status);
             }
@@ -251,7 +234,9 @@ pub async fn run(
             let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
             let status = status_of(&c, &slot);
             if written.get(&origin) != Some(&status) {
-                match apply_rollout_status(&api, name, Some(&status)).await {
+                match apply_status_field(&api, name, "wasmop-rollout", "rollout", Some(&status))
+                    .await
+                {
                     Ok(()) => {
                         written.insert(origin.clone(), status);
                     }
@@ -283,7 +268,14 @@ pub async fn run(
             written.remove(&origin);
             if let Some((ns, name)) = wasmplugin_of(&origin) {
                 let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
-                if let Err(e) = apply_rollout_status(&api, name, None).await
+                if let Err(e) = apply_status_field::<RolloutStatus>(
+                    &api,
+                    name,
+                    "wasmop-rollout",
+                    "rollout",
+                    None,
+                )
+                .await
                     && !is_fenced_off(&e)
                     && !matches!(&e, kube::Error::Api(s) if s.code == 404)
                 {
