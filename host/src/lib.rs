@@ -2,21 +2,36 @@
 //! components.
 //!
 //! The host does all Kubernetes I/O; each plugin is a pure decision function from the
-//! observed state to a plan (see `wit/plugin.wit`). Modules: [`runtime`] (the sandbox),
-//! [`observe`] (what a decision sees), [`offline`] (commands without a cluster),
-//! [`rollout`] (candidate versions: shadow, canary, recorded decisions),
-//! [`scaffold`] (`wasmop new`), [`dev`] (`wasmop dev`), [`cli`].
+//! observed state to a plan (see `wit/plugin.wit`).
+//!
+//! The modules are layers; each imports only from the layers below it (`tests/layers.rs`
+//! checks every `crate::` path; `docs/architecture.md` explains the map). From the bottom:
+//!
+//! | layer | modules |
+//! |---|---|
+//! | the sandbox, what the host tells about itself | [`runtime`], [`telemetry`] |
+//! | what a decision sees, decisions as data | [`observe`], [`cases`] |
+//! | the API server | [`k8s`] |
+//! | plans, identities, candidate versions | [`plan`], [`principals`], [`rollout`] |
+//! | caches and expectations | [`cache`], [`expect`] |
+//! | plugin versions and where they come from | [`registry`] |
+//! | sharding | [`shards`] |
+//! | one decision end to end, one plugin's watch loop | [`reconcile`], [`controller`] |
+//! | `wasmop run`, the command line | [`app`], [`cmd`] |
 
-pub mod checkout;
-pub mod cli;
-pub mod dev;
+pub mod app;
+pub mod cache;
+pub mod cases;
+pub mod cmd;
+pub mod controller;
+pub mod expect;
+pub mod k8s;
 pub mod observe;
-pub mod offline;
-pub mod operator;
-pub mod ops;
+pub mod plan;
 pub mod principals;
+pub mod reconcile;
 pub mod registry;
 pub mod rollout;
 pub mod runtime;
-pub mod scaffold;
 pub mod shards;
+pub mod telemetry;

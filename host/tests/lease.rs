@@ -16,12 +16,12 @@ use kube::api::{Api, DeleteParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use wasmop::ops::fence::Fence;
+use wasmop::k8s::fence::Fence;
 
 #[path = "support/relay.rs"]
 mod relay;
 use relay::{Fault, Relay};
-use wasmop::ops::lease::{LeaseConfig, run_elector};
+use wasmop::k8s::lease::{LeaseConfig, run_elector};
 use wasmop::shards::members::{GONE_AFTER, Membership, list, prune, shard_lease};
 use wasmop::shards::ring::{DEFAULT_VNODES, Ring};
 
@@ -351,7 +351,7 @@ async fn a_shard_cut_off_past_its_lease_never_writes_under_it_again() -> anyhow:
             .context("the elector still runs after its term ended")??;
         let err = ended.err().context("the elector ended without an error")?;
         ensure!(
-            err.downcast_ref::<wasmop::ops::lease::TermExpired>().is_some(),
+            err.downcast_ref::<wasmop::k8s::lease::TermExpired>().is_some(),
             "the elector ended with {err:#}, not TermExpired"
         );
         let live = members.live(&list(&direct, "default", &ring).await?, std::time::Instant::now());

@@ -29,9 +29,7 @@ pub async fn install_crd(client: &Client) {
     let path = crate::support::repo().join("deploy/crds/podreplica.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     let crd: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    wasmop::operator::crds::install_crd(client, &crd)
-        .await
-        .unwrap();
+    wasmop::k8s::crds::install_crd(client, &crd).await.unwrap();
 }
 
 /// One of PodReplica's pods for the PodReplica `pr` (as stored, with its UID).

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::fields::Fields;
-use super::labels::LabelSelector;
-use super::trim::trim_for_guest;
+use crate::observe::fields::Fields;
+use crate::observe::labels::LabelSelector;
+use crate::observe::trim::trim_for_guest;
 use crate::runtime::{Observed, PluginInfo, Relation, Selection};
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {

@@ -1,4 +1,4 @@
-//! Applying the RBAC of [`super::manifest`] with a client (server-side apply): what
+//! Applying the RBAC of [`crate::principals::manifest`] with a client (server-side apply): what
 //! `wasmop dev` does for the plugin it develops, acting as the developer, since on their own
 //! control plane the developer is the admin who approves.
 

@@ -13,8 +13,8 @@ use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectAc
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use super::review::{Missing, attributes};
-use super::rules::{Rule, host_rules};
+use crate::principals::review::{Missing, attributes};
+use crate::principals::rules::{Rule, host_rules};
 use crate::runtime::PluginInfo;
 
 /// Whether the host may `verb` the rule's resource in `namespace` (`None`: everywhere).
@@ -33,7 +33,7 @@ async fn allowed(
     };
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let pp = PostParams::default();
-    let answer = super::review::ask(|| api.create(&pp, &review)).await?;
+    let answer = crate::principals::review::ask(|| api.create(&pp, &review)).await?;
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 

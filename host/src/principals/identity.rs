@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use kube::Client;
 
-use crate::ops::fence::Fence;
-use crate::ops::metrics::Metrics;
+use crate::k8s::fence::Fence;
+use crate::telemetry::metrics::Metrics;
 
 /// How plugin ServiceAccounts are named: `{name}` in the template is the plugin's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +89,7 @@ impl Principals {
             naming,
             base,
             Box::new(move |cfg| {
-                crate::operator::fenced_client_from(cfg, fence.clone(), metrics.clone())
+                crate::k8s::client::fenced_client_from(cfg, fence.clone(), metrics.clone())
             }),
         )
     }

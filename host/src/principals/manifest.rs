@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::identity::{DEFAULT_TEMPLATE, Naming};
-use super::rules::{Rule, host_rules, plugin_rules};
+use crate::principals::identity::{DEFAULT_TEMPLATE, Naming};
+use crate::principals::rules::{Rule, host_rules, plugin_rules};
 use crate::runtime::PluginInfo;
 
 /// Arguments of `wasmop rbac`.
@@ -173,7 +173,7 @@ pub fn render(info: &PluginInfo, scope: &Scope) -> anyhow::Result<String> {
 pub fn run(args: &RbacArgs) -> anyhow::Result<()> {
     let sandbox = crate::runtime::Sandbox::new(1)?;
     let plugin =
-        crate::offline::load::load_file(&sandbox, &args.plugin, crate::runtime::Limits::default())?;
+        crate::cases::load::load_file(&sandbox, &args.plugin, crate::runtime::Limits::default())?;
     let scope = Scope {
         naming: Naming {
             namespace: args.service_account_namespace.clone(),

@@ -9,8 +9,8 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use super::identity::Naming;
-use super::rules::{Rule, plugin_rules};
+use crate::principals::identity::Naming;
+use crate::principals::rules::{Rule, plugin_rules};
 use crate::runtime::PluginInfo;
 
 /// One verb the plugin's ServiceAccount lacks.

@@ -13,46 +13,60 @@
 //! A question the API server did not answer is `KindsUnchecked` or `PermissionsUnchecked`.
 //! A refused version leaves the running one deciding. Every refusal but `KindMismatch`
 //! ends once an admin installs the CRD or grants the RBAC: the version's source offers it
-//! again ([`super::sources::waits_for_permissions`]).
+//! again ([`crate::registry::sources::waits_for_permissions`]).
 
-use super::manager::Rejection;
-use crate::operator::controller::ControllerDeps;
-use crate::operator::kinds::served;
+use kube::Client;
+
+use crate::k8s::kinds::served;
+use crate::principals::identity::Principals;
 use crate::principals::{host_reads, review};
+use crate::registry::refusal::{Reason, Rejection};
 use crate::runtime::PluginInfo;
 
-/// Approves `info` for the host of `deps`, or says why not (module docs).
-pub(crate) async fn approve(deps: &ControllerDeps, info: &PluginInfo) -> Result<(), Rejection> {
-    let ns = deps.namespace.as_deref();
+/// Approves `info`, or says why not (module docs): the questions are asked with `reviewer`
+/// (the host's own client), about the plugins' ServiceAccounts named by `principals`, in
+/// namespace `ns` (`None`: cluster-wide); a sharding host also patches what it watches.
+pub(crate) async fn approve(
+    reviewer: &Client,
+    principals: &Principals,
+    ns: Option<&str>,
+    sharding: bool,
+    info: &PluginInfo,
+) -> Result<(), Rejection> {
     let unchecked = |what: &str, e: kube::Error| {
         Rejection::new(
-            "KindsUnchecked",
+            Reason::KindsUnchecked,
             format!(
                 "could not ask the API server about {what} of {} {}: {e}",
                 info.name, info.version
             ),
         )
     };
-    let found = served::discover(&deps.reviewer, info)
+    let found = served::discover(reviewer, info)
         .await
         .map_err(|e| unchecked("the kinds", e))?;
-    served::check(info, &found).map_err(|e| Rejection::new(e.reason(), e.to_string()))?;
-    let sharding = deps.shard.is_some();
-    let lacking = host_reads::missing(&deps.reviewer, info, sharding, ns)
+    served::check(info, &found).map_err(|e| {
+        let reason = match e {
+            served::KindError::Mismatch { .. } => Reason::KindMismatch,
+            served::KindError::NotServed { .. } => Reason::KindNotServed,
+        };
+        Rejection::new(reason, e.to_string())
+    })?;
+    let lacking = host_reads::missing(reviewer, info, sharding, ns)
         .await
         .map_err(|e| unchecked("the host's reads (SelfSubjectAccessReview)", e))?;
     if !lacking.is_empty() {
         return Err(Rejection::new(
-            "HostCannotWatch",
+            Reason::HostCannotWatch,
             host_reads::report(info, &lacking, sharding, ns),
         ));
     }
-    let naming = deps.principals.naming();
-    let missing = review::missing(&deps.reviewer, naming, info, ns)
+    let naming = principals.naming();
+    let missing = review::missing(reviewer, naming, info, ns)
         .await
         .map_err(|e| {
             Rejection::new(
-                "PermissionsUnchecked",
+                Reason::PermissionsUnchecked,
                 format!(
                     "could not ask the API server what ServiceAccount {} may do (the host needs `create subjectaccessreviews`): {e}",
                     naming.user(&info.name)
@@ -63,7 +77,7 @@ pub(crate) async fn approve(deps: &ControllerDeps, info: &PluginInfo) -> Result<
         return Ok(());
     }
     Err(Rejection::new(
-        "PermissionsMissing",
+        Reason::PermissionsMissing,
         review::report(naming, &info.name, &missing, ns),
     ))
 }

@@ -6,7 +6,10 @@
 //! running finish on the old version, later ones use the new one) and every existing
 //! object is reconciled again; a version that watches differently restarts its controller;
 //! the same bytes again change nothing. Offers are handled one at a time, in order, so of
-//! two quick uploads the later one ends up active.
+//! two quick uploads the later one ends up active. The map of running plugins is locked
+//! only to read or change it: never across a compile, a question to the API server or a
+//! controller's stop, so the readers (readiness, the shard announcement, the reporter) do
+//! not wait for an offer.
 //!
 //! Identity: a plugin is its name, and it owns its primary kind.
 //! - A source (a WasmPlugin, a file) that runs plugin A cannot turn into plugin B
@@ -22,7 +25,7 @@
 //!   the first one keeps it (`NameTaken`).
 //! - A controller that does not stop within its grace period is aborted.
 //!
-//! Approval ([`super::approval`]): a version (active or candidate) is refused, the running
+//! Approval ([`crate::registry::approval`]): a version (active or candidate) is refused, the running
 //! version staying, when a kind it declares is not what the API server serves
 //! (`KindMismatch`), a relation's kind is not served (`KindNotServed`), the host may not
 //! list and watch what it watches (`HostCannotWatch`) or its plugin's ServiceAccount lacks
@@ -30,55 +33,21 @@
 //! offers it again until the CRD or the RBAC is there.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use tokio::sync::{Mutex, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::operator::caches::KindCache;
-use crate::operator::context::PluginSlot;
-use crate::operator::controller::{ControllerDeps, run_controller};
-use crate::operator::finalize;
-use crate::ops::health::Health;
-use crate::ops::metrics::{LoadLabels, LoadResult, Metrics};
+use crate::registry::origin::Origin;
+pub use crate::registry::refusal::{Reason, Rejection};
+use crate::registry::runner::{Prepared, Runner};
+use crate::registry::slot::PluginSlot;
 use crate::rollout::{Candidate, Mode, Policy};
-use crate::runtime::{Limits, LoadError, LoadedPlugin, PluginInfo, Sandbox, digest_of};
-
-/// Why an offered version was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}: {message}")]
-pub struct Rejection {
-    /// CamelCase reason for status conditions and Events.
-    pub reason: &'static str,
-    /// What is wrong.
-    pub message: String,
-    /// The plugin the refused version declared, when it got that far.
-    pub plugin: Option<String>,
-}
-
-impl Rejection {
-    /// A rejection with this reason.
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
-        Rejection {
-            reason,
-            plugin: None,
-            message: message.into(),
-        }
-    }
-
-    fn from_load(e: &LoadError) -> Self {
-        let reason = match e {
-            LoadError::NotWasm | LoadError::CoreModule => "NotAComponent",
-            LoadError::Compile(_) => "CompileFailed",
-            LoadError::World(_) => "WorldMismatch",
-            LoadError::Info(_) => "InfoFailed",
-            LoadError::InvalidInfo(_) => "InvalidInfo",
-        };
-        Rejection::new(reason, e.to_string())
-    }
-}
+use crate::runtime::{Limits, LoadedPlugin, PluginInfo, Sandbox, digest_of};
+use crate::telemetry::health::Health;
+use crate::telemetry::metrics::{LoadLabels, LoadResult, Metrics};
 
 /// What happened to an accepted version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +75,17 @@ pub struct Accepted {
     pub pass: Pass,
 }
 
+impl Accepted {
+    fn unchanged(info: PluginInfo, digest: String) -> Self {
+        Accepted {
+            info,
+            digest,
+            change: Change::Unchanged,
+            pass: Pass::default(),
+        }
+    }
+}
+
 /// The pass over every object of a plugin that a swap (or a new candidate) starts, sent
 /// when dropped: the caller writes the verdict first, so that its status write does not
 /// queue behind a thousand reconciles, and the pass starts whatever the caller does.
@@ -128,19 +108,23 @@ impl Drop for Pass {
 
 struct Running {
     slot: Arc<PluginSlot>,
-    origin: String,
+    origin: Origin,
     stop: watch::Sender<bool>,
     reconcile_all: mpsc::UnboundedSender<()>,
-    task: JoinHandle<()>,
+    /// `None` while the controller stops for a restart (the entry stays, so that readers
+    /// see the plugin run throughout).
+    task: Option<JoinHandle<()>>,
 }
 
 /// Starts, swaps and stops plugin controllers.
 pub struct Manager {
-    deps: ControllerDeps,
+    runner: Arc<dyn Runner>,
     health: Arc<Health>,
     metrics: Arc<Metrics>,
     limits: Limits,
     shutdown: watch::Receiver<bool>,
+    /// Held by the offer (or removal) under way: one at a time, in order.
+    turn: tokio::sync::Mutex<()>,
     running: Mutex<HashMap<String, Running>>,
 }
 
@@ -152,33 +136,37 @@ fn same_watches(a: &PluginInfo, b: &PluginInfo) -> bool {
 }
 
 impl Manager {
-    /// A manager that runs controllers with `deps` until `shutdown` turns true.
+    /// A manager that runs its plugins through `runner` until `shutdown` turns true.
     pub fn new(
-        deps: ControllerDeps,
+        runner: Arc<dyn Runner>,
         health: Arc<Health>,
         metrics: Arc<Metrics>,
         limits: Limits,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         Manager {
-            deps,
+            runner,
             health,
             metrics,
             limits,
             shutdown,
+            turn: tokio::sync::Mutex::default(),
             running: Mutex::default(),
         }
     }
 
+    fn running_map(&self) -> MutexGuard<'_, HashMap<String, Running>> {
+        self.running.lock().expect("running plugins lock")
+    }
+
     /// The sandbox plugins are loaded into.
     pub fn sandbox(&self) -> &Sandbox {
-        &self.deps.sandbox
+        self.runner.sandbox()
     }
 
     /// Name, digest and origin of every running plugin.
-    pub async fn running(&self) -> Vec<(String, String, String)> {
-        let running = self.running.lock().await;
-        running
+    pub async fn running(&self) -> Vec<(String, String, Origin)> {
+        self.running_map()
             .iter()
             .map(|(name, r)| {
                 (
@@ -193,8 +181,7 @@ impl Manager {
     /// What every running plugin declares, with the primaries its cache holds (this
     /// shard's, when sharded).
     pub async fn primaries(&self) -> Vec<(PluginInfo, usize)> {
-        let running = self.running.lock().await;
-        running
+        self.running_map()
             .values()
             .map(|r| {
                 let held = r.slot.primaries().map_or(0, |s| s.len());
@@ -203,18 +190,7 @@ impl Manager {
             .collect()
     }
 
-    /// The shared caches of `info`'s relations, in their order (started if none runs).
-    fn caches_for(&self, info: &PluginInfo) -> Vec<Arc<KindCache>> {
-        info.relations
-            .iter()
-            .map(|r| {
-                let r = crate::shards::scope::relation_for(r, self.deps.shard.as_deref());
-                self.deps.caches.acquire(&r)
-            })
-            .collect()
-    }
-
-    fn start(&self, plugin: LoadedPlugin, caches: Vec<Arc<KindCache>>, origin: &str) -> Running {
+    fn start(&self, prepared: Box<dyn Prepared>, plugin: LoadedPlugin, origin: &Origin) -> Running {
         let name = plugin.info.name.clone();
         let slot = Arc::new(PluginSlot::new(plugin));
         let (stop, stop_rx) = watch::channel(false);
@@ -229,48 +205,41 @@ impl Manager {
                 _ = own.wait_for(|v| *v) => {}
             }
         };
-        let task = tokio::spawn(run_controller(
-            self.deps.clone(),
-            slot.clone(),
-            caches,
-            synced,
-            all_rx,
-            shutdown,
-        ));
+        let task = prepared.start(slot.clone(), synced, all_rx, Box::pin(shutdown));
         Running {
             slot,
-            origin: origin.to_string(),
+            origin: origin.clone(),
             stop,
             reconcile_all,
-            task,
+            task: Some(task),
         }
     }
 
-    async fn stop(mut running: Running) {
-        let _ = running.stop.send(true);
-        if tokio::time::timeout(STOP_GRACE, &mut running.task)
-            .await
-            .is_err()
-        {
-            tracing::warn!(origin = %running.origin, "controller did not stop within {STOP_GRACE:?}: aborted");
-            running.task.abort();
-            let _ = running.task.await;
+    /// Stops a controller: tells it to, waits [`STOP_GRACE`] for its reconciles, then
+    /// aborts it.
+    async fn stop(origin: &Origin, stop: &watch::Sender<bool>, task: Option<JoinHandle<()>>) {
+        let _ = stop.send(true);
+        let Some(mut task) = task else { return };
+        if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
+            tracing::warn!(%origin, "controller did not stop within {STOP_GRACE:?}: aborted");
+            task.abort();
+            let _ = task.await;
         }
     }
 
     /// Checks the identity rules (module docs) for `info` offered from `origin`.
     fn check_identity(
         running: &HashMap<String, Running>,
-        origin: &str,
+        origin: &Origin,
         info: &PluginInfo,
     ) -> Result<(), Rejection> {
         let name = &info.name;
         if let Some((other, _)) = running
             .iter()
-            .find(|(n, r)| r.origin == origin && *n != name)
+            .find(|(n, r)| r.origin == *origin && *n != name)
         {
             return Err(Rejection::new(
-                "NameChanged",
+                Reason::NameChanged,
                 format!(
                     "{origin} runs plugin `{other}`; this version is named `{name}`: a plugin of another name needs its own upload or file"
                 ),
@@ -281,24 +250,23 @@ impl Manager {
             .find(|(n, r)| *n != name && r.slot.current().info.primary == info.primary)
         {
             return Err(Rejection::new(
-                "PrimaryKindClaimed",
+                Reason::PrimaryKindClaimed,
                 format!(
                     "{}.{} is reconciled by plugin `{other}`; one primary kind has one plugin",
                     info.primary.kind, info.primary.group
                 ),
             ));
         }
-        if let Some(r) = running.get(name).filter(|r| r.origin != origin) {
-            let upload = |o: &str| o.starts_with("cluster:");
-            if upload(&r.origin) && !upload(origin) {
+        if let Some(r) = running.get(name).filter(|r| r.origin != *origin) {
+            if r.origin.is_upload() && !origin.is_upload() {
                 return Err(Rejection::new(
-                    "Superseded",
+                    Reason::Superseded,
                     format!("plugin `{name}` runs from the upload {}", r.origin),
                 ));
             }
-            if upload(&r.origin) == upload(origin) {
+            if r.origin.is_upload() == origin.is_upload() {
                 return Err(Rejection::new(
-                    "NameTaken",
+                    Reason::NameTaken,
                     format!("plugin `{name}` runs from {}", r.origin),
                 ));
             }
@@ -306,7 +274,7 @@ impl Manager {
         let current = running.get(name).map(|r| r.slot.current());
         if let Some(current) = current.filter(|c| c.info.primary != info.primary) {
             return Err(Rejection::new(
-                "PrimaryKindChanged",
+                Reason::PrimaryKindChanged,
                 format!(
                     "plugin `{name}` reconciles {}.{}, this version declares {}.{}: a different primary kind needs a new plugin name",
                     current.info.primary.kind,
@@ -321,39 +289,30 @@ impl Manager {
 
     /// Reconciles every object of every running plugin again (on taking the lead).
     pub async fn reconcile_everything(&self) {
-        for r in self.running.lock().await.values() {
+        for r in self.running_map().values() {
             let _ = r.reconcile_all.unbounded_send(());
         }
     }
 
     /// The origin a plugin runs from, if it runs.
-    pub async fn origin_of(&self, name: &str) -> Option<String> {
-        self.running
-            .lock()
-            .await
-            .get(name)
-            .map(|r| r.origin.clone())
+    pub async fn origin_of(&self, name: &str) -> Option<Origin> {
+        self.running_map().get(name).map(|r| r.origin.clone())
     }
 
-    /// Offers a version from `origin` (`dir:PATH` or `cluster:NS/NAME`); the identity rules
-    /// of the module docs decide between sources.
-    pub async fn offer(&self, origin: &str, bytes: Vec<u8>) -> Result<Accepted, Rejection> {
+    /// Offers a version from `origin`; the identity rules of the module docs decide between
+    /// sources.
+    pub async fn offer(&self, origin: &Origin, bytes: Vec<u8>) -> Result<Accepted, Rejection> {
+        let _turn = self.turn.lock().await;
         let digest = digest_of(&bytes);
-        let mut running = self.running.lock().await;
-        if let Some(r) = running
+        let unchanged = self
+            .running_map()
             .values()
-            .find(|r| r.origin == origin && r.slot.current().digest == digest)
-        {
-            let current = r.slot.current();
-            return Ok(Accepted {
-                info: current.info.clone(),
-                digest,
-                change: Change::Unchanged,
-                pass: Pass::default(),
-            });
+            .find(|r| r.origin == *origin && r.slot.current().digest == digest)
+            .map(|r| r.slot.current().info.clone());
+        if let Some(info) = unchanged {
+            return Ok(Accepted::unchanged(info, digest));
         }
-        let loaded = self.deps.sandbox.load_async(bytes, self.limits).await;
-        let plugin = match loaded {
+        let plugin = match self.runner.sandbox().load_async(bytes, self.limits).await {
             Ok(p) => p,
             Err(e) => {
                 self.count("unknown", LoadResult::Rejected);
@@ -362,69 +321,73 @@ impl Manager {
         };
         let info = plugin.info.clone();
         let name = info.name.clone();
-        if let Err(mut r) = Self::check_identity(&running, origin, &info) {
-            if r.reason != "Superseded" {
-                self.count(&name, LoadResult::Rejected);
+        {
+            let mut running = self.running_map();
+            if let Err(mut r) = Self::check_identity(&running, origin, &info) {
+                if r.reason != Reason::Superseded {
+                    self.count(&name, LoadResult::Rejected);
+                }
+                r.plugin = Some(name);
+                return Err(r);
             }
-            r.plugin = Some(name);
-            return Err(r);
-        }
-        if let Some(r) = running.get_mut(&name) {
-            let current = r.slot.current();
-            if current.digest == digest {
+            if let Some(r) = running.get_mut(&name)
+                && r.slot.current().digest == digest
+            {
                 // The same bytes from an upload take over the file's plugin: it now runs
                 // from the upload (whose candidate and deletion then concern it).
-                r.origin = origin.to_string();
-                return Ok(Accepted {
-                    info,
-                    digest,
-                    change: Change::Unchanged,
-                    pass: Pass::default(),
-                });
+                r.origin = origin.clone();
+                return Ok(Accepted::unchanged(info, digest));
             }
         }
-        if let Err(mut r) = super::approval::approve(&self.deps, &info).await {
-            tracing::warn!(plugin = %name, version = %info.version, reason = r.reason, "{}", r.message);
+        if let Err(mut r) = self.runner.approve(&info).await {
+            tracing::warn!(plugin = %name, version = %info.version, reason = %r.reason, "{}", r.message);
             r.plugin = Some(name);
             return Err(r);
         }
         self.count(&name, LoadResult::Accepted);
-        let mut pass = Pass::default();
-        let change = match running.remove(&name) {
-            None => {
-                let caches = self.caches_for(&info);
-                running.insert(name.clone(), self.start(plugin, caches, origin));
-                Change::Started
+        // What runs now: nothing, a version that watches the same way (swapped in place), or
+        // one that watches differently (its controller restarts).
+        let restart = {
+            let mut running = self.running_map();
+            match running.get_mut(&name) {
+                None => None,
+                Some(r) if same_watches(&r.slot.current().info, &info) => {
+                    let old = r.slot.swap(plugin);
+                    r.origin = origin.clone();
+                    tracing::info!(plugin = %name, from = %old.info.version, to = %info.version, %digest, "swapped");
+                    return Ok(Accepted {
+                        info,
+                        digest,
+                        change: Change::Swapped,
+                        pass: Pass::of(r),
+                    });
+                }
+                Some(r) => Some((r.slot.current(), r.stop.clone(), r.task.take())),
             }
-            Some(mut r) if same_watches(&r.slot.current().info, &info) => {
-                let old = r.slot.swap(plugin);
-                r.origin = origin.to_string();
-                pass = Pass::of(&r);
-                tracing::info!(plugin = %name, from = %old.info.version, to = %info.version, %digest, "swapped");
-                running.insert(name.clone(), r);
-                Change::Swapped
-            }
-            Some(r) => {
+        };
+        // Taken before the old controller lets go: a cache both versions use stays listed
+        // across the restart.
+        let prepared = self.runner.prepare(&info);
+        let change = match restart {
+            None => Change::Started,
+            Some((old, stop, task)) => {
                 tracing::info!(plugin = %name, "the new version watches differently: restarting its controller");
-                let old = r.slot.current();
-                // Taken before the old controller lets go: a cache both versions use
-                // stays listed across the restart.
-                let caches = self.caches_for(&info);
-                Self::stop(r).await;
+                Self::stop(origin, &stop, task).await;
                 if let Some(fin) = old.info.finalizer.as_deref()
                     && info.finalizer.as_deref() != Some(fin)
                 {
-                    self.release_finalizer(&old.info, fin).await;
+                    self.runner.release_finalizer(&old.info, fin).await;
                 }
-                running.insert(name.clone(), self.start(plugin, caches, origin));
                 Change::Restarted
             }
         };
+        let started = self.start(prepared, plugin, origin);
+        self.running_map().insert(name, started);
         Ok(Accepted {
             info,
             digest,
             change,
-            pass,
+            pass: Pass::default(),
         })
     }
 
@@ -434,50 +397,49 @@ impl Manager {
     /// object is reconciled again, so the candidate meets each of them soon.
     pub async fn offer_candidate(
         &self,
-        origin: &str,
+        origin: &Origin,
         bytes: Vec<u8>,
         mode: Mode,
         policy: Policy,
     ) -> Result<Accepted, Rejection> {
+        let _turn = self.turn.lock().await;
         let digest = digest_of(&bytes);
-        let running = self.running.lock().await;
-        let Some(r) = running.values().find(|r| r.origin == origin) else {
-            return Err(Rejection::new(
-                "NoActiveVersion",
-                format!("nothing runs from {origin}: a candidate needs an active version"),
-            ));
-        };
-        let active = r.slot.current();
-        if let Some(old) = r.slot.candidate().filter(|c| c.plugin.digest == digest) {
-            let info = old.plugin.info.clone();
-            if old.mode == mode && old.policy == policy {
+        let slot = {
+            let running = self.running_map();
+            let Some(r) = running.values().find(|r| r.origin == *origin) else {
+                return Err(Rejection::new(
+                    Reason::NoActiveVersion,
+                    format!("nothing runs from {origin}: a candidate needs an active version"),
+                ));
+            };
+            if let Some(old) = r.slot.candidate().filter(|c| c.plugin.digest == digest) {
+                let info = old.plugin.info.clone();
+                if old.mode == mode && old.policy == policy {
+                    return Ok(Accepted::unchanged(info, digest));
+                }
+                r.slot.set_candidate(Some(Arc::new(Candidate {
+                    plugin: old.plugin.clone(),
+                    mode,
+                    policy,
+                    stats: old.stats.clone(),
+                    in_flight: Default::default(),
+                })));
+                tracing::info!(plugin = %info.name, candidate = %info.version, mode = ?mode, "candidate mode or policy changed");
                 return Ok(Accepted {
                     info,
                     digest,
-                    change: Change::Unchanged,
-                    pass: Pass::default(),
+                    change: Change::Swapped,
+                    pass: if old.mode != mode {
+                        Pass::of(r)
+                    } else {
+                        Pass::default()
+                    },
                 });
             }
-            r.slot.set_candidate(Some(Arc::new(Candidate {
-                plugin: old.plugin.clone(),
-                mode,
-                policy,
-                stats: old.stats.clone(),
-                in_flight: Default::default(),
-            })));
-            tracing::info!(plugin = %info.name, candidate = %info.version, mode = ?mode, "candidate mode or policy changed");
-            return Ok(Accepted {
-                info,
-                digest,
-                change: Change::Swapped,
-                pass: if old.mode != mode {
-                    Pass::of(r)
-                } else {
-                    Pass::default()
-                },
-            });
-        }
-        let plugin = match self.deps.sandbox.load_async(bytes, self.limits).await {
+            r.slot.clone()
+        };
+        let active = slot.current();
+        let plugin = match self.runner.sandbox().load_async(bytes, self.limits).await {
             Ok(p) => p,
             Err(e) => return Err(Rejection::from_load(&e)),
         };
@@ -485,7 +447,7 @@ impl Manager {
         let name = &active.info.name;
         if &info.name != name {
             return Err(Rejection::new(
-                "CandidateNameDiffers",
+                Reason::CandidateNameDiffers,
                 format!(
                     "{origin} runs plugin `{name}`; the candidate is named `{}`",
                     info.name
@@ -494,20 +456,28 @@ impl Manager {
         }
         if !same_watches(&active.info, &info) {
             return Err(Rejection::new(
-                "CandidateWatchesDifferently",
+                Reason::CandidateWatchesDifferently,
                 format!(
                     "the candidate declares other relations, primary kind or finalizer than {} {}: it could not decide on the same observed value; push it as the active version instead",
                     name, active.info.version
                 ),
             ));
         }
-        super::approval::approve(&self.deps, &info).await?;
+        self.runner.approve(&info).await?;
         let candidate = Candidate {
             plugin: Arc::new(plugin),
             mode,
             policy,
             stats: Default::default(),
             in_flight: Default::default(),
+        };
+        let running = self.running_map();
+        // The turn is held: what runs from `origin` is still the slot read above.
+        let Some(r) = running.values().find(|r| Arc::ptr_eq(&r.slot, &slot)) else {
+            return Err(Rejection::new(
+                Reason::NoActiveVersion,
+                format!("nothing runs from {origin}: a candidate needs an active version"),
+            ));
         };
         r.slot.set_candidate(Some(Arc::new(candidate)));
         tracing::info!(plugin = %name, active = %active.info.version, candidate = %info.version, %digest, mode = ?mode, "candidate decides beside the active version");
@@ -521,9 +491,8 @@ impl Manager {
 
     /// Drops the candidate of the plugin that runs from `origin`, if it has one; objects a
     /// canary decided are reconciled again by the active version.
-    pub async fn drop_candidate(&self, origin: &str) {
-        let running = self.running.lock().await;
-        for r in running.values().filter(|r| r.origin == origin) {
+    pub async fn drop_candidate(&self, origin: &Origin) {
+        for r in self.running_map().values().filter(|r| r.origin == *origin) {
             if let Some(old) = r.slot.set_candidate(None) {
                 if matches!(old.mode, Mode::Canary(_)) {
                     let _ = r.reconcile_all.unbounded_send(());
@@ -535,27 +504,25 @@ impl Manager {
 
     /// Sets whether the decisions of the plugin that runs from `origin` are recorded
     /// (`None`: as the host's `--record` says).
-    pub async fn set_record(&self, origin: &str, on: Option<bool>) {
-        for r in self.running.lock().await.values() {
-            if r.origin == origin {
+    pub async fn set_record(&self, origin: &Origin, on: Option<bool>) {
+        for r in self.running_map().values() {
+            if r.origin == *origin {
                 r.slot.set_record_switch(on);
             }
         }
     }
 
     /// The origin and slot of every running plugin.
-    pub async fn slots(&self) -> Vec<(String, Arc<PluginSlot>)> {
-        let running = self.running.lock().await;
-        running
+    pub async fn slots(&self) -> Vec<(Origin, Arc<PluginSlot>)> {
+        self.running_map()
             .values()
             .map(|r| (r.origin.clone(), r.slot.clone()))
             .collect()
     }
 
     /// The origin and slot of every plugin with a candidate.
-    pub async fn rollouts(&self) -> Vec<(String, Arc<PluginSlot>)> {
-        let running = self.running.lock().await;
-        running
+    pub async fn rollouts(&self) -> Vec<(Origin, Arc<PluginSlot>)> {
+        self.running_map()
             .values()
             .filter(|r| r.slot.candidate().is_some())
             .map(|r| (r.origin.clone(), r.slot.clone()))
@@ -564,53 +531,39 @@ impl Manager {
 
     /// Stops the plugins that came from `origin`; the objects they made stay, but their
     /// finalizer is released (nothing would ever remove it).
-    pub async fn remove(&self, origin: &str) {
-        let mut running = self.running.lock().await;
-        let names: Vec<String> = running
-            .iter()
-            .filter(|(_, r)| r.origin == origin)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in names {
-            if let Some(r) = running.remove(&name) {
-                tracing::info!(plugin = %name, origin, "plugin removed: stopping its controller");
-                let info = r.slot.current().info.clone();
-                Self::stop(r).await;
-                if let Some(fin) = info.finalizer.as_deref() {
-                    self.release_finalizer(&info, fin).await;
-                }
-                self.health.flag(&format!("caches/{name}")).set(true);
-            }
-        }
-    }
-
-    /// Releases `fin` from the objects of a plugin that no longer declares it (logged).
-    async fn release_finalizer(&self, info: &PluginInfo, fin: &str) {
-        if !self.deps.fence.is_open() {
-            tracing::info!(plugin = %info.name, finalizer = fin, "standby: the leader releases the finalizer");
-            return;
-        }
-        let ns = self.deps.namespace.as_deref();
-        let client = match self.deps.principals.client_for(&info.name) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(plugin = %info.name, error = %e, "cannot make the plugin's client");
-                return;
-            }
+    pub async fn remove(&self, origin: &Origin) {
+        let _turn = self.turn.lock().await;
+        let removed: Vec<(String, Running)> = {
+            let mut running = self.running_map();
+            let names: Vec<String> = running
+                .iter()
+                .filter(|(_, r)| r.origin == *origin)
+                .map(|(n, _)| n.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|n| running.remove(&n).map(|r| (n, r)))
+                .collect()
         };
-        match finalize::release_everywhere(&self.deps.client, &client, info, fin, ns).await {
-            Ok(n) => tracing::info!(plugin = %info.name, finalizer = fin, released = n,
-                "finalizer no longer declared: released from the plugin's objects"),
-            Err(e) => tracing::error!(plugin = %info.name, finalizer = fin, error = %e,
-                "could not release the finalizer from the plugin's objects"),
+        for (name, mut r) in removed {
+            tracing::info!(plugin = %name, %origin, "plugin removed: stopping its controller");
+            let info = r.slot.current().info.clone();
+            Self::stop(origin, &r.stop, r.task.take()).await;
+            if let Some(fin) = info.finalizer.as_deref() {
+                self.runner.release_finalizer(&info, fin).await;
+            }
+            self.health.flag(&format!("caches/{name}")).set(true);
         }
     }
 
     /// Waits until every controller has stopped (after shutdown), at most `grace`; the
     /// ones still running then are aborted.
     pub async fn join(&self, grace: Duration) {
-        let mut running = self.running.lock().await;
-        let mut tasks: Vec<JoinHandle<()>> = running.drain().map(|(_, r)| r.task).collect();
+        let mut tasks: Vec<JoinHandle<()>> = self
+            .running_map()
+            .drain()
+            .filter_map(|(_, mut r)| r.task.take())
+            .collect();
         if tokio::time::timeout(grace, futures::future::join_all(tasks.iter_mut()))
             .await
             .is_err()
@@ -635,3 +588,6 @@ impl Manager {
             .inc();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,18 +1,25 @@
 //! Plugin versions and where they come from: the `WasmPlugin` resource ([`wasmplugin`]),
-//! bytes in ConfigMaps ([`bytes`]), `wasmop push` ([`push`]), promotion and abort
-//! of a candidate ([`rollout`]) and its counts in the status ([`report`]), the plugins directory and the
-//! cluster as sources ([`sources`]), and the [`manager`] that swaps versions once `approval`
-//! has checked them against the API server.
+//! bytes in ConfigMaps ([`bytes`]) and files ([`files`]) as [`sources`], each an
+//! [`origin::Origin`]; the [`manager`] that swaps versions once `approval` has checked them
+//! against the API server, refusing with a [`refusal::Reason`]; the [`slot::PluginSlot`]
+//! each plugin's versions live in; promotion and abort of a candidate ([`promotion`]) and
+//! its counts in the status ([`report`]). The registry runs nothing itself: it starts and
+//! stops controllers through [`runner::Runner`], which the controller layer implements.
 
-mod approval;
+pub(crate) mod approval;
 pub mod bytes;
+pub mod files;
 pub mod manager;
-pub mod push;
+pub mod origin;
+pub mod promotion;
+pub mod refusal;
 pub mod report;
-pub mod rollout;
+pub mod runner;
+pub mod slot;
 pub mod sources;
-pub mod target;
 pub mod wasmplugin;
 
-pub use manager::{Accepted, Change, Manager, Rejection};
+pub use manager::{Accepted, Change, Manager};
+pub use origin::Origin;
+pub use refusal::{Reason, Rejection};
 pub use wasmplugin::{WasmPlugin, WasmPluginSpec, WasmPluginStatus};

@@ -16,22 +16,18 @@ use kube::{Client, Resource};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::manager::Manager;
-use super::rollout::{abort_patch, patch_spec, promote_patch};
-use super::wasmplugin::{DivergenceStatus, RecordingStatus, RolloutStatus, WasmPlugin};
-use crate::operator::context::PluginSlot;
-use crate::ops::fence::{Fence, is_fenced_off};
+use crate::k8s::fence::{Fence, is_fenced_off};
+use crate::registry::manager::Manager;
+use crate::registry::origin::Origin;
+use crate::registry::promotion::{abort_patch, patch_spec, promote_patch};
+use crate::registry::slot::PluginSlot;
+use crate::registry::wasmplugin::{DivergenceStatus, RecordingStatus, RolloutStatus, WasmPlugin};
 use crate::rollout::canary::in_canary;
 use crate::rollout::record::CaseRecorder;
 use crate::rollout::{Candidate, Counts, Mode, Verdict};
 
 /// How often the counts are written.
 pub const EVERY: Duration = Duration::from_secs(1);
-
-/// `namespace` and `name` of the WasmPlugin an origin (`cluster:NS/NAME`) names.
-fn wasmplugin_of(origin: &str) -> Option<(&str, &str)> {
-    origin.strip_prefix("cluster:")?.split_once('/')
-}
 
 /// Share of the shadow decisions that agreed, like `98.5%`.
 pub fn agreement(c: &Counts) -> String {
@@ -132,10 +128,10 @@ async fn report_recordings(
     client: &Client,
     manager: &Manager,
     cases: &CaseRecorder,
-    written: &mut HashMap<String, Option<RecordingStatus>>,
+    written: &mut HashMap<Origin, Option<RecordingStatus>>,
 ) {
     for (origin, slot) in manager.slots().await {
-        let Some((ns, name)) = wasmplugin_of(&origin) else {
+        let Some((ns, name)) = origin.wasmplugin() else {
             continue;
         };
         let status = recording_of(cases, &slot);
@@ -211,8 +207,8 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let recorder = Recorder::new(client.clone(), reporter);
-    let mut written: HashMap<String, RolloutStatus> = HashMap::new();
-    let mut recordings: HashMap<String, Option<RecordingStatus>> = HashMap::new();
+    let mut written: HashMap<Origin, RolloutStatus> = HashMap::new();
+    let mut recordings: HashMap<Origin, Option<RecordingStatus>> = HashMap::new();
     let mut ended: HashSet<String> = HashSet::new();
     loop {
         tokio::select! {
@@ -227,7 +223,7 @@ pub async fn run(
         report_recordings(&client, &manager, &cases, &mut recordings).await;
         let mut current = HashSet::new();
         for (origin, slot) in manager.rollouts().await {
-            let (Some((ns, name)), Some(c)) = (wasmplugin_of(&origin), slot.candidate()) else {
+            let (Some((ns, name)), Some(c)) = (origin.wasmplugin(), slot.candidate()) else {
                 continue;
             };
             current.insert(origin.clone());
@@ -259,14 +255,14 @@ pub async fn run(
             }
         }
         // A rollout that ended: its counts leave the status.
-        let gone: Vec<String> = written
+        let gone: Vec<Origin> = written
             .keys()
             .filter(|o| !current.contains(*o))
             .cloned()
             .collect();
         for origin in gone {
             written.remove(&origin);
-            if let Some((ns, name)) = wasmplugin_of(&origin) {
+            if let Some((ns, name)) = origin.wasmplugin() {
                 let api: Api<WasmPlugin> = Api::namespaced(client.clone(), ns);
                 if let Err(e) = apply_status_field::<RolloutStatus>(
                     &api,
@@ -300,7 +296,5 @@ mod tests {
         assert_eq!(agreement(&c), "98.5%");
         c.agreements = 0;
         assert_eq!(agreement(&c), "0%");
-        assert_eq!(wasmplugin_of("cluster:d/p"), Some(("d", "p")));
-        assert_eq!(wasmplugin_of("dir:/plugins/p.wasm"), None);
     }
 }

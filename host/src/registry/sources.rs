@@ -15,10 +15,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::bytes::unpack;
-use super::manager::{Accepted, Manager, Rejection};
-use super::wasmplugin::{ConfigMapSource, DEFAULT_KEY, WasmPlugin};
-use crate::operator::plugins::plugin_files;
+use crate::registry::bytes::unpack;
+use crate::registry::files::plugin_files;
+use crate::registry::manager::{Accepted, Manager};
+use crate::registry::origin::Origin;
+use crate::registry::refusal::{Reason, Rejection};
+use crate::registry::wasmplugin::{ConfigMapSource, DEFAULT_KEY, WasmPlugin};
 
 type Stamp = (SystemTime, u64);
 
@@ -48,7 +50,7 @@ pub async fn watch_dir(
         let mut retry = Vec::new();
         for (path, name) in &superseded {
             let origin = manager.origin_of(name).await;
-            if !origin.is_some_and(|o| o.starts_with("cluster:")) {
+            if !origin.is_some_and(|o| o.is_upload()) {
                 retry.push(path.clone());
             }
         }
@@ -76,7 +78,7 @@ pub async fn watch_dir(
             superseded.remove(&path);
             accepted.remove(&path);
             tracing::info!(file = %path.display(), "plugin file removed");
-            manager.remove(&format!("dir:{}", path.display())).await;
+            manager.remove(&Origin::file(&path)).await;
         }
         for path in present {
             let Some(st) = stamp(&path) else { continue };
@@ -87,28 +89,28 @@ pub async fn watch_dir(
             let Ok(bytes) = tokio::fs::read(&path).await else {
                 continue;
             };
-            let origin = format!("dir:{}", path.display());
+            let origin = Origin::file(&path);
             match manager.offer(&origin, bytes).await {
                 Ok(a) => {
                     waiting.remove(&path);
                     tracing::info!(file = %path.display(), plugin = %a.info.name, version = %a.info.version, change = ?a.change, "plugin file accepted");
                     accepted.insert(path.clone(), a.info.name.clone());
                 }
-                Err(r) if waits_for_permissions(&r) => {
+                Err(r) if r.waits_for_permissions() => {
                     // Offered again at the next look, until its RBAC is there.
                     seen.remove(&path);
                     if waiting.insert(path.clone()) {
-                        tracing::warn!(file = %path.display(), reason = r.reason, "plugin file waits for its permissions: {}", r.message);
+                        tracing::warn!(file = %path.display(), reason = %r.reason, "plugin file waits for its permissions: {}", r.message);
                     }
                 }
-                Err(r) if r.reason == "Superseded" => {
+                Err(r) if r.reason == Reason::Superseded => {
                     tracing::info!(file = %path.display(), "{r}");
                     if let Some(name) = r.plugin.clone() {
                         superseded.insert(path.clone(), name);
                     }
                 }
                 Err(r) => {
-                    tracing::error!(file = %path.display(), reason = r.reason, "plugin file refused: {}", r.message)
+                    tracing::error!(file = %path.display(), reason = %r.reason, "plugin file refused: {}", r.message)
                 }
             }
         }
@@ -119,29 +121,10 @@ pub async fn watch_dir(
     }
 }
 
-/// Whether a refusal ends once an admin grants the plugin's or the host's RBAC or installs
-/// the CRD a relation needs (the source offers the version again until then).
-pub fn waits_for_permissions(r: &Rejection) -> bool {
-    waits(r.reason)
-}
-
-/// [`waits_for_permissions`] by the reason alone.
-pub fn waits(reason: &str) -> bool {
-    matches!(
-        reason,
-        "PermissionsMissing"
-            | "PermissionsUnchecked"
-            | "HostCannotWatch"
-            | "KindNotServed"
-            | "KindsUnchecked"
-    )
-}
-
-fn origin_of(wp: &WasmPlugin) -> String {
-    format!(
-        "cluster:{}/{}",
+fn origin_of(wp: &WasmPlugin) -> Origin {
+    Origin::upload(
         wp.metadata.namespace.as_deref().unwrap_or_default(),
-        wp.metadata.name.as_deref().unwrap_or_default()
+        wp.metadata.name.as_deref().unwrap_or_default(),
     )
 }
 
@@ -158,10 +141,10 @@ async fn fetch(
     let cm = api
         .get_opt(&src.name)
         .await
-        .map_err(|e| Rejection::new("ConfigMapUnreadable", e.to_string()))?
+        .map_err(|e| Rejection::new(Reason::ConfigMapUnreadable, e.to_string()))?
         .ok_or_else(|| {
             Rejection::new(
-                "ConfigMapMissing",
+                Reason::ConfigMapMissing,
                 format!("ConfigMap {ns}/{} not found", src.name),
             )
         })?;
@@ -171,15 +154,15 @@ async fn fetch(
         .and_then(|d| d.get(key))
         .ok_or_else(|| {
             Rejection::new(
-                "ConfigMapMissing",
+                Reason::ConfigMapMissing,
                 format!("ConfigMap {ns}/{} has no binaryData key `{key}`", src.name),
             )
         })?;
     unpack(&data.0, sha256).map_err(|e| {
-        let reason = if matches!(e, super::bytes::BytesError::DigestMismatch { .. }) {
-            "DigestMismatch"
+        let reason = if matches!(e, crate::registry::bytes::BytesError::DigestMismatch { .. }) {
+            Reason::DigestMismatch
         } else {
-            "BadBytes"
+            Reason::BadBytes
         };
         Rejection::new(reason, e.to_string())
     })
@@ -287,7 +270,7 @@ async fn write_status(
         )
         .await
     {
-        if crate::ops::fence::is_fenced_off(&e) {
+        if crate::k8s::fence::is_fenced_off(&e) {
             tracing::debug!(
                 wasmplugin = name,
                 "standby: the leader writes the WasmPlugin status"
@@ -304,7 +287,7 @@ async fn handle_candidate(
     client: &Client,
     manager: &Manager,
     wp: &WasmPlugin,
-    origin: &str,
+    origin: &Origin,
     active: &Result<Accepted, Rejection>,
 ) -> Option<Result<Accepted, Rejection>> {
     let Some(r) = wp.spec.rollout.as_ref() else {
@@ -314,14 +297,14 @@ async fn handle_candidate(
     if active.is_err() {
         manager.drop_candidate(origin).await;
         return Some(Err(Rejection::new(
-            "NoActiveVersion",
+            Reason::NoActiveVersion,
             "the active version of this spec was refused; a candidate goes beside a running active version",
         )));
     }
-    if r.strategy == super::wasmplugin::Strategy::Canary && r.canary_percent.is_none() {
+    if r.strategy == crate::registry::wasmplugin::Strategy::Canary && r.canary_percent.is_none() {
         manager.drop_candidate(origin).await;
         return Some(Err(Rejection::new(
-            "InvalidRollout",
+            Reason::InvalidRollout,
             "strategy Canary needs canaryPercent (0-100)",
         )));
     }
@@ -371,7 +354,7 @@ pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_star
             tracing::info!(%origin, plugin = %a.info.name, version = %a.info.version, change = ?a.change, at_startup, fetch_ms, load_ms, total_ms, "WasmPlugin accepted")
         }
         Err(r) => {
-            tracing::warn!(%origin, reason = r.reason, fetch_ms, load_ms, total_ms, "WasmPlugin refused: {}", r.message)
+            tracing::warn!(%origin, reason = %r.reason, fetch_ms, load_ms, total_ms, "WasmPlugin refused: {}", r.message)
         }
     }
     match &candidate {
@@ -379,15 +362,18 @@ pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_star
             tracing::info!(%origin, candidate = %a.info.version, change = ?a.change, "rollout candidate accepted")
         }
         Some(Err(r)) => {
-            tracing::warn!(%origin, reason = r.reason, "rollout candidate refused: {}", r.message)
+            tracing::warn!(%origin, reason = %r.reason, "rollout candidate refused: {}", r.message)
         }
         None => {}
     }
-    outcome.as_ref().err().is_some_and(waits_for_permissions)
+    outcome
+        .as_ref()
+        .err()
+        .is_some_and(Rejection::waits_for_permissions)
         || candidate
             .as_ref()
             .and_then(|c| c.as_ref().err())
-            .is_some_and(waits_for_permissions)
+            .is_some_and(Rejection::waits_for_permissions)
 }
 
 /// Loads every WasmPlugin of `namespace` once (before the plugins directory, so uploads win).
@@ -413,18 +399,18 @@ pub async fn watch_cluster(
     recheck: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut waiting: HashMap<String, WasmPlugin> = HashMap::new();
+    let mut waiting: HashMap<Origin, WasmPlugin> = HashMap::new();
     let mut tick = tokio::time::interval(recheck);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let api: Api<WasmPlugin> = Api::namespaced(client.clone(), &namespace);
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
-    let mut listed: HashSet<String> = HashSet::new();
-    let mut known: HashSet<String> = HashSet::new();
+    let mut listed: HashSet<Origin> = HashSet::new();
+    let mut known: HashSet<Origin> = HashSet::new();
     // The generation last handled per WasmPlugin: a change of the status only (the host's
     // own verdict, a rollout's counts every second) needs no new fetch and offer.
-    let mut handled: HashMap<String, Option<i64>> = HashMap::new();
+    let mut handled: HashMap<Origin, Option<i64>> = HashMap::new();
     loop {
         let next = tokio::select! {
             e = events.next() => Some(e),

@@ -3,7 +3,7 @@
 
 use similar::TextDiff;
 
-use crate::offline::input::to_yaml;
+use crate::cases::input::to_yaml;
 use crate::runtime::Outcome;
 
 /// Longest diff kept, in bytes (a divergence goes into the WasmPlugin status).

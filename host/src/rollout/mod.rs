@@ -9,7 +9,7 @@
 //!   acted on) by the candidate, the others by the active version; an object always lands on
 //!   the same side.
 //!
-//! Promotion and abort are changes of the `WasmPlugin` spec ([`crate::registry::rollout`]);
+//! Promotion and abort are changes of the `WasmPlugin` spec ([`crate::cmd::rollout`]);
 //! the host promotes or aborts by itself when the candidate's [`Policy`] says so.
 //! [`record`] writes decisions as golden cases for `wasmop replay`.
 

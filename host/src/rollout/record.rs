@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::offline::golden::Case;
-use crate::offline::input::to_yaml;
+use crate::cases::golden::Case;
+use crate::cases::input::to_yaml;
 use crate::runtime::{KindRef, Observed, Outcome, PluginInfo};
 
 /// Decisions waiting for the writer; more are dropped.
@@ -348,7 +348,7 @@ mod tests {
         }
         assert_eq!(names, [3, 4, 5]);
         let text = std::fs::read_to_string(file(&plugin_dir, 5)).unwrap();
-        let case: Case = crate::offline::input::from_yaml(&text).unwrap();
+        let case: Case = crate::cases::input::from_yaml(&text).unwrap();
         assert_eq!(case.seed, Some(5));
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use super::compare::{Comparison, compare};
-use super::{Candidate, Divergence};
-use crate::ops::metrics::{Metrics, RolloutLabels};
+use crate::rollout::compare::{Comparison, compare};
+use crate::rollout::{Candidate, Divergence};
 use crate::runtime::{Entry, Observed, Outcome, Sandbox};
+use crate::telemetry::metrics::{Metrics, RolloutLabels};
 
 /// Shadow calls of one candidate waiting or running at once; beyond that a shadow decision
 /// is skipped (counted as `skipped`), so a slow candidate cannot pile up work.

@@ -1,10 +1,10 @@
 //! The only file that holds `bindgen!` for the plugin world, and the conversions between
-//! the generated types and the plain types of [`super::types`].
+//! the generated types and the plain types of [`crate::runtime::types`].
 
 use serde_json::Value;
 
-use super::budget::{InfoShape, PlanShape};
-use super::types as plain;
+use crate::runtime::budget::{InfoShape, PlanShape};
+use crate::runtime::types as plain;
 
 wasmtime::component::bindgen!({
     world: "plugin",
@@ -113,7 +113,7 @@ pub fn observed_to_wit(o: &plain::Observed) -> wit::Observed {
 /// this figure is refused without the host holding it, and any answer within the limits
 /// (at most `max_actions` actions, `max_events` Events, `max_plan_bytes` bytes of strings,
 /// or an error of `max_error_bytes`) fits.
-pub fn answer_fuel(limits: &super::limits::Limits) -> usize {
+pub fn answer_fuel(limits: &crate::runtime::limits::Limits) -> usize {
     limits
         .max_actions
         .saturating_mul(std::mem::size_of::<wit::Action>())
@@ -126,9 +126,9 @@ pub fn answer_fuel(limits: &super::limits::Limits) -> usize {
 }
 
 /// The most host memory the lift of `info()` copies: four times its byte budget, room for
-/// the host structures of every declaration within [`super::budget::MAX_DECLARATIONS`].
+/// the host structures of every declaration within [`crate::runtime::budget::MAX_DECLARATIONS`].
 pub fn info_fuel() -> usize {
-    4 * super::budget::MAX_INFO_BYTES
+    4 * crate::runtime::budget::MAX_INFO_BYTES
 }
 
 /// Size of a plan as it crossed the boundary: its actions, its Events and the bytes of all

@@ -9,7 +9,7 @@
 //! The sizes are measured on the generated types by `bindings` (this module sees plain
 //! numbers only, so the policy is testable without a component).
 
-use super::limits::Limits;
+use crate::runtime::limits::Limits;
 
 /// The measured size of a returned plan.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -3,13 +3,13 @@
 
 use wasmtime::{Store, Trap};
 
-use super::bindings::{self, PluginBindings, PluginBindingsPre};
-use super::budget;
-use super::engine::SandboxEngine;
-use super::error::CallError;
-use super::limits::Limits;
-use super::store::{CallContext, StoreData};
-use super::types::{Observed, Plan, PluginInfo, ReconcileError};
+use crate::runtime::bindings::{self, PluginBindings, PluginBindingsPre};
+use crate::runtime::budget;
+use crate::runtime::engine::SandboxEngine;
+use crate::runtime::error::CallError;
+use crate::runtime::limits::Limits;
+use crate::runtime::store::{CallContext, StoreData};
+use crate::runtime::types::{Observed, Plan, PluginInfo, ReconcileError};
 
 /// Runs `f` against a freshly instantiated plugin in a fresh store.
 ///
@@ -20,7 +20,7 @@ use super::types::{Observed, Plan, PluginInfo, ReconcileError};
 ///
 /// Guarantees: the call ends within `limits.deadline` (plus one epoch tick), the instance
 /// never holds more than `limits.memory_bytes` of linear memory, nor more than the engine's
-/// [`super::limits::GuestMemory`] leaves free, at most [`super::store::MAX_RESOURCES`] WASI
+/// [`crate::runtime::limits::GuestMemory`] leaves free, at most [`crate::runtime::store::MAX_RESOURCES`] WASI
 /// resources, and every failure comes
 /// back as a [`CallError`], never as a panic. Blocking: call it off the async executor.
 pub(crate) fn with_instance<R>(

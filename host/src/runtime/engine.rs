@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::function_cache::{DEFAULT_CAP_BYTES, FunctionCache};
-use super::limits::{GuestMemory, MAX_MEMORY_BYTES};
+use crate::runtime::function_cache::{DEFAULT_CAP_BYTES, FunctionCache};
+use crate::runtime::limits::{GuestMemory, MAX_MEMORY_BYTES};
 
 /// How often the epoch advances; deadlines are rounded up to a multiple of this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);

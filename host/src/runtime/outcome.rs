@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::error::CallError;
-use super::types::{Plan, ReconcileError};
+use crate::runtime::error::CallError;
+use crate::runtime::types::{Plan, ReconcileError};
 
 /// The result of one decision, in the form printed and compared by golden cases.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

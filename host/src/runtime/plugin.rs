@@ -3,11 +3,11 @@
 
 use sha2::{Digest, Sha256};
 
-use super::bindings::PluginBindingsPre;
-use super::error::LoadError;
-use super::limits::Limits;
-use super::store::StoreData;
-use super::types::PluginInfo;
+use crate::runtime::bindings::PluginBindingsPre;
+use crate::runtime::error::LoadError;
+use crate::runtime::limits::Limits;
+use crate::runtime::store::StoreData;
+use crate::runtime::types::PluginInfo;
 
 /// One plugin version, ready to be called. Cheap to share behind an `Arc`; calls never
 /// mutate it, so a swap replaces the whole value.

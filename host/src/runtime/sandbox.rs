@@ -7,15 +7,15 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::{PluginBindingsPre, add_host_to_linker};
-use super::call::{self, Entry};
-use super::engine::{EngineConfig, SandboxEngine};
-use super::error::{CallError, LoadError};
-use super::limits::Limits;
-use super::plugin::{LoadedPlugin, check_header, digest_of};
-use super::store::{CallContext, StoreData};
-use super::types::{Observed, Plan, ReconcileError};
-use super::validate::validate_info;
+use crate::runtime::bindings::{PluginBindingsPre, add_host_to_linker};
+use crate::runtime::call::{self, Entry};
+use crate::runtime::engine::{EngineConfig, SandboxEngine};
+use crate::runtime::error::{CallError, LoadError};
+use crate::runtime::limits::Limits;
+use crate::runtime::plugin::{LoadedPlugin, check_header, digest_of};
+use crate::runtime::store::{CallContext, StoreData};
+use crate::runtime::types::{Observed, Plan, ReconcileError};
+use crate::runtime::validate::validate_info;
 
 /// Calls of candidates (shadow decisions) running at once: a quarter of the active calls,
 /// at least one, on top of them.
@@ -83,7 +83,7 @@ impl Sandbox {
     }
 
     /// A sandbox that runs at most `max_concurrent_calls` calls at once, whose guest
-    /// memories together never exceed `guest_memory_bytes` ([`super::limits::GuestMemory`]).
+    /// memories together never exceed `guest_memory_bytes` ([`crate::runtime::limits::GuestMemory`]).
     pub fn with_guest_memory(
         max_concurrent_calls: usize,
         guest_memory_bytes: usize,
@@ -96,7 +96,7 @@ impl Sandbox {
         })
         .map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))?;
         let mut linker = Linker::new(engine.engine());
-        super::wasi::add_to_linker(&mut linker)
+        crate::runtime::wasi::add_to_linker(&mut linker)
             .map_err(|e| anyhow::anyhow!("linking WASI: {e:#}"))?;
         add_host_to_linker::<StoreData, wasmtime::component::HasSelf<StoreData>>(
             &mut linker,

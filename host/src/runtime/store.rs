@@ -10,8 +10,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{HostImports, Level};
-use super::limits::{GuestMemory, Limits, MemoryLimiter};
+use crate::runtime::bindings::{HostImports, Level};
+use crate::runtime::limits::{GuestMemory, Limits, MemoryLimiter};
 
 /// Most WASI resources (pollables, streams) one call may hold at once.
 pub const MAX_RESOURCES: usize = 1024;

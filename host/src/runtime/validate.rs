@@ -4,8 +4,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::types::{KindRef, PluginInfo};
-use crate::observe::fields::check_path;
+use crate::runtime::types::{KindRef, PluginInfo};
 
 /// Whether `s` is a DNS-1123 label (lowercase alphanumerics and '-', at most 63).
 pub fn is_dns_label(s: &str) -> bool {
@@ -118,6 +117,19 @@ pub fn validate_crd(crd: &Value, primary: &KindRef) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks one declared path: dot-separated keys, none empty, no whitespace.
+pub fn check_path(path: &str) -> Result<(), String> {
+    if path.len() > 253 {
+        return Err(format!("field path `{path}` is longer than 253 characters"));
+    }
+    if path.split('.').any(str::is_empty) || path.contains(char::is_whitespace) {
+        return Err(format!(
+            "field path `{path}` is not dot-separated keys like `status.phase`"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +188,13 @@ mod tests {
         let mut i = info();
         i.permissions[0].verbs.clear();
         assert!(validate_info(&i).unwrap_err().contains("no verbs"));
+    }
+
+    #[test]
+    fn path_checks() {
+        assert!(check_path("status.phase").is_ok());
+        for bad in ["", ".a", "a.", "a..b", "a b", &"x".repeat(254)] {
+            assert!(check_path(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! objects move at once. No object is ever labelled for two shards, and a live shard loses
 //! an object only by its own acknowledgement: two replicas never reconcile it at once.
 
-use super::ring::Ring;
+use crate::shards::ring::Ring;
 
 /// The label naming the shard that owns an object (value: the shard's identity).
 pub const SHARD_LABEL: &str = "shard.wasmop.dev/owner";

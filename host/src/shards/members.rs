@@ -12,7 +12,7 @@ use std::time::Instant;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
-use crate::ops::lease::{Decision, LeaseConfig, Observer, decide};
+use crate::k8s::lease::{Decision, LeaseConfig, Observer, decide};
 
 /// The label that puts a Lease in a ring (value: the ring's name).
 pub const RING_LABEL: &str = "wasmop.dev/ring";
@@ -36,7 +36,7 @@ pub fn shard_lease(namespace: &str, ring: &str, identity: &str) -> LeaseConfig {
 pub const PLUGINS_ANNOTATION: &str = "wasmop.dev/plugins";
 
 /// The annotations announcing `plugins` (names).
-pub fn announcing<'a>(plugins: impl IntoIterator<Item = &'a str>) -> crate::ops::lease::Announced {
+pub fn announcing<'a>(plugins: impl IntoIterator<Item = &'a str>) -> crate::k8s::lease::Announced {
     let names: BTreeSet<&str> = plugins.into_iter().collect();
     let list: Vec<&str> = names.into_iter().collect();
     [(PLUGINS_ANNOTATION.to_string(), list.join(","))].into()

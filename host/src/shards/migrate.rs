@@ -11,10 +11,10 @@ use std::collections::HashSet;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::scope::CONTROLLER_LABEL;
-use super::sharder::{api_of, list_paged};
-use crate::operator::kinds::api_resource;
+use crate::k8s::kinds::api_resource;
 use crate::runtime::{PluginInfo, Selection};
+use crate::shards::scope::CONTROLLER_LABEL;
+use crate::shards::sharder::{api_of, list_paged};
 
 /// Labels the unlabelled objects of `info`'s owned kinds (in `namespace`, or all) with
 /// the UID of the primary that controls them; returns those primaries' UIDs.

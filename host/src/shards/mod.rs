@@ -8,7 +8,7 @@
 //! preconditions), [`migrate`] (objects made before sharding was on), [`scope`] (what a shard watches, and the labels the host puts on what a
 //! plan creates), [`running`] (the leader's sharder loop and a replica following its shard
 //! Lease in `wasmop run --sharding`). A shard's drain and takeover steps inside the
-//! reconcile are in [`crate::operator::sharded`].
+//! reconcile are in [`crate::reconcile::handover`].
 
 pub mod assign;
 pub mod members;

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::members::{Membership, list_announced, running};
-use super::migrate::label_unsharded;
-use super::sharder::{KindWatch, pass};
-use crate::operator::kinds::api_resource;
-use crate::ops::health::ReadyFlag;
-use crate::ops::metrics::{Metrics, MoveLabels, PluginOnlyLabels};
+use crate::k8s::kinds::api_resource;
 use crate::registry::Manager;
+use crate::shards::members::{Membership, list_announced, running};
+use crate::shards::migrate::label_unsharded;
+use crate::shards::sharder::{KindWatch, pass};
+use crate::telemetry::health::ReadyFlag;
+use crate::telemetry::metrics::{Metrics, MoveLabels, PluginOnlyLabels};
 
 /// Where the ring lives and how often the sharder looks.
 #[derive(Debug, Clone)]
@@ -78,7 +78,7 @@ pub async fn run_sharder(
                     }
                 };
             metrics.shard_ring_members.set(live.len() as i64);
-            match super::members::prune(&client, &settings.namespace, &membership).await {
+            match crate::shards::members::prune(&client, &settings.namespace, &membership).await {
                 Ok(deleted) if !deleted.is_empty() => {
                     tracing::info!(leases = ?deleted, "deleted the Leases of shards gone for good");
                 }
@@ -162,7 +162,7 @@ pub async fn follow_shard(
     manager: Arc<Manager>,
     metrics: Arc<Metrics>,
     ready: ReadyFlag,
-    announce: watch::Sender<crate::ops::lease::Announced>,
+    announce: watch::Sender<crate::k8s::lease::Announced>,
     mut shutdown: watch::Receiver<bool>,
 ) -> bool {
     let mut was = false;
@@ -180,7 +180,8 @@ pub async fn follow_shard(
             was = now;
         }
         let primaries = manager.primaries().await;
-        let runs = super::members::announcing(primaries.iter().map(|(i, _)| i.name.as_str()));
+        let runs =
+            crate::shards::members::announcing(primaries.iter().map(|(i, _)| i.name.as_str()));
         announce.send_if_modified(|a| std::mem::replace(a, runs.clone()) != runs);
         for (info, held) in primaries {
             metrics

@@ -9,9 +9,9 @@
 
 use serde_json::{Value, json};
 
-use super::assign::SHARD_LABEL;
-use crate::operator::guard::Step;
+use crate::plan::guard::Step;
 use crate::runtime::{KindRef, Relation, Selection};
+use crate::shards::assign::SHARD_LABEL;
 
 /// The label naming the UID of the primary that controls an owned object (set by the host
 /// on what a plan creates or applies of an owned kind, when sharding is on).

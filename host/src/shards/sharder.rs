@@ -1,11 +1,11 @@
 //! The sharder's pass over the objects of one kind, and a shard's acknowledgement of a
 //! drain, as API calls. A pass reads the objects' metadata from a watch ([`KindWatch`],
 //! no list per pass), decides each one's move
-//! ([`super::assign::decide`]) and writes it as a label patch that carries the
+//! ([`crate::shards::assign::decide`]) and writes it as a label patch that carries the
 //! resourceVersion it decided on, so a decision made on a stale read fails (409) and waits
 //! for the next pass instead of overriding a shard's acknowledgement. An object taken from
 //! another shard (acknowledged, or a dead shard's) carries the handover annotation until
-//! its new shard has taken over what it owns ([`super::scope::HANDOVER_ANNOTATION`]).
+//! its new shard has taken over what it owns ([`crate::shards::scope::HANDOVER_ANNOTATION`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,9 +18,9 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
-use super::assign::{DRAIN_LABEL, Move, SHARD_LABEL, decide};
-use super::ring::Ring;
-use super::scope::HANDOVER_ANNOTATION;
+use crate::shards::assign::{DRAIN_LABEL, Move, SHARD_LABEL, decide};
+use crate::shards::ring::Ring;
+use crate::shards::scope::HANDOVER_ANNOTATION;
 
 /// Label patches of one pass sent at once.
 const PATCHES_IN_FLIGHT: usize = 16;
@@ -162,7 +162,7 @@ pub async fn pass(
     live: &[String],
     unsharded: &std::collections::HashSet<String>,
 ) -> Result<Pass, kube::Error> {
-    let ring = Ring::new(live, super::ring::DEFAULT_VNODES);
+    let ring = Ring::new(live, crate::shards::ring::DEFAULT_VNODES);
     let mut out = Pass::default();
     let mut patches = Vec::new();
     for obj in objects {

@@ -1,0 +1,294 @@
+//! One watch, one cache and one owner index per related kind (and label selector), shared by
+//! every plugin that relates to it: with PodReplica and ChaosPod both relating to pods, the
+//! host lists and watches pods once and holds each pod once.
+//!
+//! A [`KindCache`] lives while a controller holds it ([`SharedCaches::acquire`]); the last
+//! holder dropping it stops its watch. Each controller subscribes a callback
+//! ([`KindCache::subscribe`]) that the watch task calls for every event *after* the cache and
+//! the owner index have taken it in: there the controller shows the event to its
+//! expectations and triggers the primaries it concerns. A controller that subscribes to a
+//! cache already listed starts warm (its own primary list triggers every primary anyway).
+//!
+//! Relations of one kind with different label selectors get a cache each (an object in both
+//! selections is then held twice): watching the whole kind instead would cache every object
+//! of the kind for a plugin that asked for a few.
+//!
+//! Relations that read different parts of the objects (`Relation::fields`) share one cache
+//! that keeps the union of what they read: a relation the cache does not cover yet widens it
+//! ([`KindCache::widen`]), which relists the kind packing the wider view; a controller counts
+//! as synced only once a list covering its fields is in. A cache never narrows while held: a
+//! plugin then sees more than it declared, never less.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::{Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+
+use crate::cache::owners::OwnerIndex;
+use crate::cache::packed::pack;
+use crate::k8s::kinds::{api_for, api_resource};
+use crate::observe::Fields;
+use crate::runtime::Relation;
+use crate::telemetry::metrics::{CacheLabels, Metrics};
+
+/// A callback shown every event of a [`KindCache`], after the cache and its index.
+pub type OnEvent = Box<dyn FnMut(&watcher::Event<DynamicObject>) + Send>;
+
+#[derive(Default)]
+struct Subscribers {
+    next_id: u64,
+    list: Vec<(u64, OnEvent)>,
+}
+
+/// What tells two relations' caches apart.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct CacheKey {
+    group: String,
+    version: String,
+    plural: String,
+    label_selector: Option<String>,
+}
+
+impl CacheKey {
+    fn of(relation: &Relation) -> CacheKey {
+        CacheKey {
+            group: relation.kind.group.clone(),
+            version: relation.kind.version.clone(),
+            plural: relation.kind.plural.clone(),
+            label_selector: relation.label_selector.clone(),
+        }
+    }
+}
+
+/// The caches of every related kind, each shared by the controllers that relate to it.
+pub struct SharedCaches {
+    client: Client,
+    namespace: Option<String>,
+    metrics: Arc<Metrics>,
+    caches: Mutex<HashMap<CacheKey, Weak<KindCache>>>,
+}
+
+impl SharedCaches {
+    /// Caches that watch through `client`, within `namespace` when given, counted in
+    /// `metrics` (`wasmop_cached_objects`, `wasmop_cache_subscribers`).
+    pub fn new(
+        client: Client,
+        namespace: Option<String>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<SharedCaches> {
+        Arc::new(SharedCaches {
+            client,
+            namespace,
+            metrics,
+            caches: Mutex::default(),
+        })
+    }
+
+    /// The cache for `relation`: the running one if a controller holds it, else a new one
+    /// whose watch starts now. Must be called within a Tokio runtime.
+    pub fn acquire(&self, relation: &Relation) -> Arc<KindCache> {
+        let key = CacheKey::of(relation);
+        let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cache) = caches.get(&key).and_then(Weak::upgrade) {
+            cache.widen(&Fields::of(relation));
+            return cache;
+        }
+        caches.retain(|_, c| c.strong_count() > 0);
+        let cache = Arc::new(KindCache::start(
+            &self.client,
+            relation,
+            self.namespace.as_deref(),
+            self.metrics.clone(),
+        ));
+        caches.insert(key, Arc::downgrade(&cache));
+        cache
+    }
+}
+
+/// One watch of a kind, its cache and its index by controlling owner.
+pub struct KindCache {
+    /// The kind's API resource.
+    pub resource: ApiResource,
+    /// Every watched object, packed at ingest ([`crate::cache::packed`]).
+    pub store: Store<DynamicObject>,
+    /// The cache indexed by controlling owner UID.
+    pub owners: Arc<OwnerIndex>,
+    /// What the watch packs of each object: sent to the watch task, which relists when it
+    /// widens.
+    packing: watch::Sender<Fields>,
+    /// The view the last complete list packed (`None` before the first).
+    listed: watch::Receiver<Option<Fields>>,
+    subscribers: Arc<Mutex<Subscribers>>,
+    task: tokio::task::AbortHandle,
+    metrics: Arc<Metrics>,
+    labels: CacheLabels,
+}
+
+impl Drop for KindCache {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.metrics.cached_objects.remove(&self.labels);
+        self.metrics.cache_subscribers.remove(&self.labels);
+    }
+}
+
+/// A subscription to a [`KindCache`]; dropping it unsubscribes.
+pub struct Subscription {
+    cache: Arc<KindCache>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut subs = lock(&self.cache.subscribers);
+        subs.list.retain(|(id, _)| *id != self.id);
+        self.cache.count_subscribers(subs.list.len());
+    }
+}
+
+fn lock(s: &Mutex<Subscribers>) -> std::sync::MutexGuard<'_, Subscribers> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl KindCache {
+    fn start(
+        client: &Client,
+        relation: &Relation,
+        namespace: Option<&str>,
+        metrics: Arc<Metrics>,
+    ) -> KindCache {
+        let kind = &relation.kind;
+        let resource = api_resource(kind);
+        let api = api_for(client, kind, namespace);
+        let mut config = watcher::Config::default();
+        if let Some(sel) = &relation.label_selector {
+            config = config.labels(sel);
+        }
+        let what = format!("{}.{}", kind.plural, kind.group);
+        let labels = CacheLabels {
+            resource: what.clone(),
+            selector: relation.label_selector.clone().unwrap_or_default(),
+        };
+        let (gauges, gauge_labels) = (metrics.clone(), labels.clone());
+        let mut writer: Writer<DynamicObject> = Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let reader = store.clone();
+        let owners = OwnerIndex::new();
+        let (listed_tx, listed) = watch::channel(None);
+        let (packing, mut packed_as) = watch::channel(Fields::of(relation));
+        let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
+        let (index, subs) = (owners.clone(), subscribers.clone());
+        // Every list is a consistent read (no `any_semantic`): a cache that starts after a
+        // restart, a swap or a relist holds every write acknowledged before it, also the last
+        // writes of the process or controller it replaces, which no expectation remembers.
+        let ar = resource.clone();
+        let watch = move |fields: Fields| {
+            let ar = ar.clone();
+            watcher(api.clone(), config.clone())
+                .modify(move |o| pack(o, &ar, &fields))
+                .default_backoff()
+                .boxed()
+        };
+        let task = tokio::spawn(async move {
+            let mut fields = packed_as.borrow_and_update().clone();
+            let mut events = watch(fields.clone());
+            loop {
+                let event = tokio::select! {
+                    widened = packed_as.changed() => {
+                        if widened.is_err() {
+                            break;
+                        }
+                        // A new watch lists everything again, packed the wider way; the
+                        // cache and the index swap the new list in whole at its end.
+                        fields = packed_as.borrow_and_update().clone();
+                        events = watch(fields.clone());
+                        tracing::info!(kind = %what, "a relation reads more of these objects: relisting");
+                        continue;
+                    }
+                    event = events.next() => match event {
+                        Some(event) => event,
+                        None => break,
+                    },
+                };
+                match event {
+                    Ok(e) => {
+                        writer.apply_watcher_event(&e);
+                        gauges
+                            .cached_objects
+                            .get_or_create(&gauge_labels)
+                            .set(reader.len() as i64);
+                        index.apply(&e);
+                        for (_, on_event) in lock(&subs).list.iter_mut() {
+                            on_event(&e);
+                        }
+                        if matches!(e, watcher::Event::InitDone) {
+                            listed_tx.send_replace(Some(fields.clone()));
+                        }
+                    }
+                    Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying"),
+                }
+            }
+        });
+        KindCache {
+            resource,
+            store,
+            owners,
+            packing,
+            listed,
+            subscribers,
+            task: task.abort_handle(),
+            metrics,
+            labels,
+        }
+    }
+
+    fn count_subscribers(&self, n: usize) {
+        self.metrics
+            .cache_subscribers
+            .get_or_create(&self.labels)
+            .set(n as i64);
+    }
+
+    /// Calls `on_event` for every event from now on, after the cache and the index took it
+    /// in, until the returned subscription is dropped.
+    pub fn subscribe(self: &Arc<Self>, on_event: OnEvent) -> Subscription {
+        let mut subs = lock(&self.subscribers);
+        let id = subs.next_id;
+        subs.next_id += 1;
+        subs.list.push((id, on_event));
+        self.count_subscribers(subs.list.len());
+        Subscription {
+            cache: self.clone(),
+            id,
+        }
+    }
+
+    /// Makes the cache keep at least `needed` of every object: if it does not yet, the
+    /// kind is listed again and packed with the union of both views.
+    pub fn widen(&self, needed: &Fields) {
+        self.packing.send_if_modified(|current| {
+            if current.covers(needed) {
+                return false;
+            }
+            *current = current.union(needed);
+            true
+        });
+    }
+
+    /// Waits until a full list that keeps at least `needed` of every object has passed the
+    /// cache, the index and every subscriber (a decision before that could read an index
+    /// missing what it owns, or objects without the fields it reads).
+    pub fn listed_with(&self, needed: Fields) -> impl std::future::Future<Output = ()> + use<> {
+        let mut listed = self.listed.clone();
+        async move {
+            let _ = listed
+                .wait_for(|l| l.as_ref().is_some_and(|f| f.covers(&needed)))
+                .await;
+        }
+    }
+}

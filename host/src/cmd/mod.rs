@@ -1,0 +1,160 @@
+//! The command line: argument parsing and dispatch. `main.rs` only calls [`main`].
+
+pub mod checkout;
+pub mod dev;
+pub mod offline;
+pub mod push;
+pub mod rollout;
+pub mod scaffold;
+pub mod target;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// wasmop: Kubernetes operators whose reconcile logic runs in sandboxed WebAssembly
+/// plugins.
+#[derive(Debug, Parser)]
+#[command(name = "wasmop", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print what a plugin declares: name, version, kinds, relations, permissions, CRD.
+    Info(offline::info::InfoArgs),
+    /// Run one decision offline on objects from YAML files and print the plan as YAML.
+    Plan(offline::plan::PlanArgs),
+    /// Run golden cases (observed objects in, expected outcome out) through a plugin.
+    Test(crate::cmd::offline::test::TestArgs),
+    /// Run a wasm32-wasip2 command component (cargo's runner for guest unit tests).
+    WasiRun(offline::wasi_run::WasiRunArgs),
+    /// Run the operator host: watch, ask the plugins, check their plans, carry them out.
+    Run(Box<crate::app::RunArgs>),
+    /// Upload a plugin version into the cluster (ConfigMap + WasmPlugin) and wait for the
+    /// host's verdict.
+    Push(crate::cmd::push::PushArgs),
+    /// Make a WasmPlugin's candidate (pushed with --shadow or --canary) its active version;
+    /// every object is reconciled by it.
+    Promote(crate::cmd::rollout::EndArgs),
+    /// Drop a WasmPlugin's candidate; the active version decides every object again.
+    Abort(crate::cmd::rollout::EndArgs),
+    /// Run a plugin version against recorded decisions (`wasmop run --record`) and list
+    /// what it decides differently.
+    Replay(offline::replay::ReplayArgs),
+    /// Print the RBAC that grants a plugin exactly what it declares (its own ServiceAccount,
+    /// the host's reads for it, impersonation), for an admin to review and apply.
+    Rbac(crate::principals::manifest::RbacArgs),
+    /// Print the CustomResourceDefinition of WasmPlugin (YAML).
+    Crd,
+    /// Create a new plugin crate (outside any workspace) that builds, tests and runs as is.
+    New(crate::cmd::scaffold::NewArgs),
+    /// Build a plugin crate, run the host with it, and rebuild and hot-swap it on every
+    /// saved change.
+    Dev(crate::cmd::dev::DevArgs),
+}
+
+/// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`). Colours
+/// only on a terminal: a log file or a pipe gets plain text.
+fn init_logging(default: &str, json: bool) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("WASMOP_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+fn block_on<T>(f: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(f)
+}
+
+fn print_wasmplugin_crd() -> anyhow::Result<()> {
+    use kube::CustomResourceExt;
+    print!(
+        "{}",
+        crate::cases::input::to_yaml(&crate::registry::WasmPlugin::crd())?
+    );
+    Ok(())
+}
+
+fn run_host(args: crate::app::RunArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(crate::app::run(args))
+}
+
+/// A returning member is a new member: the host's term under a Lease ended (`error`), so
+/// this process replaces itself with a fresh run of the same command (same binary, same
+/// arguments and environment, same PID), whose caches are listed anew. Returns only if that
+/// fails.
+fn start_afresh(error: anyhow::Error) -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    tracing::error!(error = %error, "starting afresh as a new member");
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return anyhow::anyhow!("{error}; cannot find this binary to start afresh: {e}"),
+    };
+    let failed = std::process::Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .exec();
+    anyhow::anyhow!("{error}; cannot start {} afresh: {failed}", exe.display())
+}
+
+/// Parses the arguments and runs the command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match &cli.command {
+        Command::Run(a) => init_logging("info", a.log_format == "json"),
+        _ => init_logging("warn", false),
+    }
+    let result = match &cli.command {
+        Command::Run(a) => match run_host((**a).clone()) {
+            Err(e) if e.is::<crate::k8s::lease::TermExpired>() => Err(start_afresh(e)),
+            other => other.map(|()| ExitCode::SUCCESS),
+        },
+        Command::Push(a) => block_on(crate::cmd::push::run(a)).map(exit_if),
+        Command::Promote(a) => block_on(crate::cmd::rollout::run(a, true)).map(exit_if),
+        Command::Abort(a) => block_on(crate::cmd::rollout::run(a, false)).map(exit_if),
+        Command::Replay(a) => offline::replay::run(a).map(exit_if),
+        Command::Rbac(a) => crate::principals::manifest::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Crd => print_wasmplugin_crd().map(|()| ExitCode::SUCCESS),
+        Command::New(a) => crate::cmd::scaffold::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Dev(a) => block_on(crate::cmd::dev::run(a)).map(|()| ExitCode::SUCCESS),
+        Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Plan(a) => offline::plan::run(a).map(exit_if),
+        Command::Test(a) => crate::cmd::offline::test::run(a).map(exit_if),
+        Command::WasiRun(a) => {
+            offline::wasi_run::run(a).map(|c| ExitCode::from(c.clamp(0, 255) as u8))
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("wasmop: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn exit_if(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,278 @@
+//! `wasmop new`: a standalone plugin crate, outside any workspace, that builds with a plain
+//! `cargo build --release`, runs its unit tests under wasmtime with a plain `cargo test`,
+//! and passes its golden case with `wasmop test`, untouched.
+//!
+//! Split by concern: [`names`] (what a name, a kind, a group and a version may be) and the
+//! templates under `template/` (rendered by [`render`]).
+
+pub mod names;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+/// Arguments of `wasmop new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// Name of the plugin: a DNS label (lowercase letters, digits, '-'), also the crate's name.
+    pub name: String,
+    /// Kind of its custom resource, UpperCamelCase (for example `PodReplica`).
+    #[arg(long)]
+    pub kind: String,
+    /// API group of the custom resource (for example `example.com`).
+    #[arg(long)]
+    pub group: String,
+    /// API version of the custom resource.
+    #[arg(long, default_value = "v1alpha1")]
+    pub version: String,
+    /// Plural resource name (default: the kind in lowercase with its English plural).
+    #[arg(long)]
+    pub plural: Option<String>,
+    /// Directory to create (default: ./NAME); must not exist or be empty.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The wasmop SDK (`guests/sdk` of a wasmop checkout) as a path dependency (default:
+    /// the checkout this command runs in, or the one wasmop was built from).
+    #[arg(long, conflicts_with = "sdk_git")]
+    pub sdk: Option<PathBuf>,
+    /// The wasmop SDK as a git dependency instead (a repository URL).
+    #[arg(long)]
+    pub sdk_git: Option<String>,
+}
+
+/// The values a template is rendered with.
+#[derive(Debug, Clone)]
+pub struct Values {
+    /// Plugin and crate name.
+    pub name: String,
+    /// The kind.
+    pub kind: String,
+    /// The API group.
+    pub group: String,
+    /// The API version.
+    pub version: String,
+    /// The plural resource name.
+    pub plural: String,
+    /// The `wasmop-sdk` dependency, as a TOML inline table.
+    pub sdk: String,
+    /// The `wasmop` binary that runs the unit tests.
+    pub wasmop: String,
+}
+
+/// The files of a new plugin: path inside the crate, template.
+const FILES: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("template/Cargo.toml.tmpl")),
+    (
+        ".cargo/config.toml",
+        include_str!("template/cargo-config.toml.tmpl"),
+    ),
+    (
+        "rust-toolchain.toml",
+        include_str!("../../../../rust-toolchain.toml"),
+    ),
+    (".gitignore", include_str!("template/gitignore.tmpl")),
+    ("src/lib.rs", include_str!("template/lib.rs.tmpl")),
+    (
+        "cases/01-first-decision.yaml",
+        include_str!("template/case.yaml.tmpl"),
+    ),
+    ("sample.yaml", include_str!("template/sample.yaml.tmpl")),
+    ("README.md", include_str!("template/README.md.tmpl")),
+    // The versions wasmop and its SDK are built and tested with: the new crate starts from
+    // them (cargo drops what it does not use), so it builds as this checkout does.
+    ("Cargo.lock", include_str!("../../../../Cargo.lock")),
+];
+
+/// `template` with every `{{key}}` replaced.
+pub fn render(template: &str, v: &Values) -> String {
+    template
+        .replace("{{name}}", &v.name)
+        .replace("{{crate}}", &v.name.replace('-', "_"))
+        .replace("{{Kind}}", &v.kind)
+        .replace("{{group}}", &v.group)
+        .replace("{{version}}", &v.version)
+        .replace("{{plural}}", &v.plural)
+        .replace("{{sdk}}", &v.sdk)
+        .replace("{{wasmop}}", &toml_escape(&v.wasmop))
+}
+
+fn toml_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// Whether `dir` holds the wasmop SDK crate.
+fn is_sdk(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .is_ok_and(|t| t.contains("name = \"wasmop-sdk\""))
+}
+
+/// The SDK of the checkout around `from`, else of the checkout wasmop was built from.
+fn checkout_sdk(from: &Path) -> Option<PathBuf> {
+    crate::cmd::checkout::find(from, "guests/sdk/Cargo.toml")
+        .map(|root| root.join("guests/sdk"))
+        .filter(|d| is_sdk(d))
+}
+
+fn sdk_dependency(args: &NewArgs) -> anyhow::Result<String> {
+    if let Some(url) = &args.sdk_git {
+        return Ok(format!("{{ git = \"{}\" }}", toml_escape(url)));
+    }
+    let path = match &args.sdk {
+        Some(p) if is_sdk(p) => p.clone(),
+        Some(p) => anyhow::bail!(
+            "{}: not the wasmop SDK (no Cargo.toml of `wasmop-sdk` there; it is `guests/sdk` in a wasmop checkout)",
+            p.display()
+        ),
+        None => checkout_sdk(&std::env::current_dir()?).ok_or_else(|| {
+            anyhow::anyhow!(
+                "cannot find the wasmop SDK: run `wasmop new` inside a wasmop checkout, or pass --sdk PATH (a checkout's guests/sdk) or --sdk-git URL"
+            )
+        })?,
+    };
+    let path = path
+        .canonicalize()
+        .with_context(|| format!("{}", path.display()))?;
+    Ok(format!(
+        "{{ path = \"{}\" }}",
+        toml_escape(&path.to_string_lossy())
+    ))
+}
+
+/// Checks the arguments and works out the values and the directory.
+pub fn plan(args: &NewArgs) -> anyhow::Result<(Values, PathBuf)> {
+    let checks = [
+        names::check_name(&args.name),
+        names::check_kind(&args.kind),
+        names::check_group(&args.group),
+        names::check_version(&args.version),
+    ];
+    if let Some(Err(e)) = checks.into_iter().find(Result::is_err) {
+        anyhow::bail!(e);
+    }
+    let plural = args
+        .plural
+        .clone()
+        .unwrap_or_else(|| names::plural_of(&args.kind));
+    names::check_name(&plural).map_err(|_| {
+        anyhow::anyhow!("`{plural}` is not a valid plural: lowercase letters, digits and '-'")
+    })?;
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    if let Ok(mut entries) = std::fs::read_dir(&dir)
+        && entries.next().is_some()
+    {
+        anyhow::bail!(
+            "{} exists and is not empty: choose another --dir, or remove it",
+            dir.display()
+        );
+    }
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("{} exists and is not a directory", dir.display());
+    }
+    let wasmop = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .context("locating the wasmop binary (the unit tests' runner)")?;
+    let values = Values {
+        name: args.name.clone(),
+        kind: args.kind.clone(),
+        group: args.group.clone(),
+        version: args.version.clone(),
+        plural,
+        sdk: sdk_dependency(args)?,
+        wasmop: wasmop.to_string_lossy().into_owned(),
+    };
+    Ok((values, dir))
+}
+
+/// Writes the crate for `values` into `dir`; returns the files written.
+pub fn write(values: &Values, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for (path, template) in FILES {
+        let file = dir.join(path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&file, render(template, values))
+            .with_context(|| format!("writing {}", file.display()))?;
+        written.push(file);
+    }
+    Ok(written)
+}
+
+/// Runs `wasmop new`.
+pub fn run(args: &NewArgs) -> anyhow::Result<()> {
+    let (values, dir) = plan(args)?;
+    write(&values, &dir)?;
+    let wasm = format!(
+        "target/wasm32-wasip2/release/{}.wasm",
+        values.name.replace('-', "_")
+    );
+    println!(
+        "created plugin `{}` for {} ({}/{}) in {}\n\nnext:\n  cd {}\n  cargo build --release      # {wasm}\n  cargo test                 # unit tests under wasmtime\n  wasmop test {wasm} cases\n  (see README.md to run it on a cluster)",
+        values.name,
+        values.kind,
+        values.group,
+        values.version,
+        dir.display(),
+        dir.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values() -> Values {
+        Values {
+            name: "my-op".into(),
+            kind: "Greeting".into(),
+            group: "example.com".into(),
+            version: "v1alpha1".into(),
+            plural: "greetings".into(),
+            sdk: "{ path = \"/sdk\" }".into(),
+            wasmop: "/bin/wasmop".into(),
+        }
+    }
+
+    #[test]
+    fn every_placeholder_is_filled() {
+        for (path, template) in FILES {
+            let out = render(template, &values());
+            assert!(
+                !out.contains("{{name}}") && !out.contains("{{Kind}}"),
+                "{path}"
+            );
+            for key in ["crate", "group", "version", "plural", "sdk", "wasmop"] {
+                assert!(!out.contains(&format!("{{{{{key}}}}}")), "{path}: {key}");
+            }
+        }
+        let lib = render(FILES[4].1, &values());
+        assert!(lib.contains("pub struct GreetingSpec") && lib.contains("\"greetings\""));
+    }
+
+    #[test]
+    fn refuses_bad_names_and_a_non_empty_directory() {
+        let dir = std::env::temp_dir().join(format!("wasmop-new-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("keep"), "").unwrap();
+        let args = |name: &str, kind: &str| NewArgs {
+            name: name.into(),
+            kind: kind.into(),
+            group: "example.com".into(),
+            version: "v1alpha1".into(),
+            plural: None,
+            dir: Some(dir.clone()),
+            sdk: None,
+            sdk_git: Some("https://example.invalid/wasmop".into()),
+        };
+        let err = |a: NewArgs| plan(&a).unwrap_err().to_string();
+        assert!(err(args("My_Op", "Greeting")).contains("not a valid plugin name"));
+        assert!(err(args("my-op", "greeting")).contains("not a valid kind"));
+        assert!(err(args("my-op", "Greeting")).contains("is not empty"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

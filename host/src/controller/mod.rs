@@ -1,0 +1,383 @@
+//! One kube-runtime controller per plugin: the primary kind, plus a subscription to the
+//! shared cache of each declared relation ([`crate::cache::shared`]) whose events trigger the right
+//! primaries (owned objects their owner, namespace-wide relations every primary of the
+//! namespace).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::Reporter;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::cache::shared::{KindCache, SharedCaches};
+use crate::expect::Expectations;
+use crate::k8s::kinds::{api_for, api_resource};
+use crate::observe::{Fields, selector_of};
+use crate::plan::Checker;
+use crate::reconcile::context::{Backoff, Context, RelatedCache};
+use crate::reconcile::finalize::release_everywhere;
+use crate::reconcile::own_writes;
+use crate::reconcile::{error_policy, reconcile};
+use crate::registry::Rejection;
+use crate::registry::approval::approve;
+use crate::registry::runner::{Prepared, Runner, Stop};
+use crate::registry::slot::PluginSlot;
+use crate::runtime::{PluginInfo, Sandbox, Selection};
+use crate::shards::scope::relation_for;
+use crate::telemetry::health::ReadyFlag;
+use crate::telemetry::metrics::Metrics;
+
+/// Everything a plugin's controller needs from the host.
+#[derive(Clone)]
+pub struct ControllerDeps {
+    /// Kubernetes client.
+    pub client: Client,
+    /// The sandbox.
+    pub sandbox: Sandbox,
+    /// What turns a plan into steps: the guard (`--unsafe-disable-guard`: nothing, tests
+    /// only).
+    pub checker: Arc<dyn Checker>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Restrict to one namespace.
+    pub namespace: Option<String>,
+    /// Reporting identity for Events.
+    pub reporter: Reporter,
+    /// Reconciles of one plugin running at once.
+    pub concurrency: u16,
+    /// Trailing-edge debounce of reconcile requests per object.
+    pub debounce: Duration,
+    /// Least time between two status writes of one object ([`crate::reconcile::pacer`]).
+    pub status_interval: Duration,
+    /// How long a new status waits before it is written ([`crate::reconcile::pacer`]).
+    pub status_settle: Duration,
+    /// Open while this replica leads (always, without leader election).
+    pub fence: Arc<crate::k8s::fence::Fence>,
+    /// One watch and cache per related kind, shared by the plugins.
+    pub caches: Arc<SharedCaches>,
+    /// Where decisions are recorded.
+    pub cases: Arc<crate::rollout::record::CaseRecorder>,
+    /// The clients plugins act through (their own ServiceAccounts).
+    pub principals: Arc<crate::principals::identity::Principals>,
+    /// The host's client without the fence: SubjectAccessReviews (questions, not writes)
+    /// are asked by standbys too.
+    pub reviewer: Client,
+    /// This replica's shard when sharding is on (`None`: one replica works on everything).
+    pub shard: Option<String>,
+}
+
+/// The registry runs its plugins' controllers through this (its seam, [`Runner`]).
+impl Runner for ControllerDeps {
+    fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    fn approve<'a>(&'a self, info: &'a PluginInfo) -> BoxFuture<'a, Result<(), Rejection>> {
+        Box::pin(approve(
+            &self.reviewer,
+            &self.principals,
+            self.namespace.as_deref(),
+            self.shard.is_some(),
+            info,
+        ))
+    }
+
+    fn prepare(&self, info: &PluginInfo) -> Box<dyn Prepared> {
+        let caches = info
+            .relations
+            .iter()
+            .map(|r| self.caches.acquire(&relation_for(r, self.shard.as_deref())))
+            .collect();
+        Box::new(Ready {
+            deps: self.clone(),
+            caches,
+        })
+    }
+
+    fn release_finalizer<'a>(&'a self, info: &'a PluginInfo, fin: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if !self.fence.is_open() {
+                tracing::info!(plugin = %info.name, finalizer = fin, "standby: the leader releases the finalizer");
+                return;
+            }
+            let ns = self.namespace.as_deref();
+            let client = match self.principals.client_for(&info.name) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(plugin = %info.name, error = %e, "cannot make the plugin's client");
+                    return;
+                }
+            };
+            match release_everywhere(&self.client, &client, info, fin, ns).await {
+                Ok(n) => tracing::info!(plugin = %info.name, finalizer = fin, released = n,
+                    "finalizer no longer declared: released from the plugin's objects"),
+                Err(e) => tracing::error!(plugin = %info.name, finalizer = fin, error = %e,
+                    "could not release the finalizer from the plugin's objects"),
+            }
+        })
+    }
+}
+
+/// A plugin's controller with the caches of its relations taken, waiting to start.
+struct Ready {
+    deps: ControllerDeps,
+    caches: Vec<Arc<KindCache>>,
+}
+
+impl Prepared for Ready {
+    fn start(
+        self: Box<Self>,
+        slot: Arc<PluginSlot>,
+        synced: ReadyFlag,
+        reconcile_all: futures::channel::mpsc::UnboundedReceiver<()>,
+        stop: Stop,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(run_controller(
+            self.deps,
+            slot,
+            self.caches,
+            synced,
+            reconcile_all,
+            stop,
+        ))
+    }
+}
+
+/// Which primaries an event of a related object concerns.
+struct Route {
+    selection: Selection,
+    primaries: reflector::Store<DynamicObject>,
+    primary: ApiResource,
+}
+
+impl Route {
+    /// Owned objects concern the owners of the primary kind named in their owner
+    /// references; namespace-wide relations every primary of the object's namespace.
+    fn primaries_of(&self, obj: &DynamicObject) -> Vec<ObjectRef<DynamicObject>> {
+        let ns = obj.metadata.namespace.as_deref();
+        match self.selection {
+            Selection::Owned => obj
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter_map(|o| ObjectRef::from_owner_ref(ns, o, self.primary.clone()))
+                .collect(),
+            Selection::Namespace => self
+                .primaries
+                .state()
+                .into_iter()
+                .filter(|p| p.metadata.namespace.as_deref() == ns)
+                .map(|p| ObjectRef::from_obj_with(&*p, self.primary.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// What the primary cache's events tell about objects that leave it (deleted, or no longer
+/// labelled for this shard): what they waited for, whether they were taken over and their
+/// backoff are forgotten. A relist forgets who was taken over (an object may have left and
+/// come back unseen during the gap).
+fn departures(
+    expectations: Arc<Expectations>,
+    sighted: Arc<crate::reconcile::handover::Sighted>,
+    backoff: Arc<Backoff>,
+) -> impl Fn(&Result<watcher::Event<DynamicObject>, watcher::Error>) {
+    move |event| match event {
+        Ok(watcher::Event::Delete(o)) => {
+            let uid = o.metadata.uid.as_deref().unwrap_or_default();
+            expectations.forget(uid);
+            sighted.left(uid);
+            backoff.succeeded(&crate::expect::triggers::key_of(
+                o.metadata.namespace.as_deref(),
+                o.metadata.name.as_deref().unwrap_or_default(),
+            ));
+        }
+        Ok(watcher::Event::Init) => sighted.relisted(),
+        _ => {}
+    }
+}
+
+/// Waits until a store has its first full list. `Store::wait_until_ready` wakes only one of
+/// several concurrent waiters (the controller itself waits too), so poll it with a timeout:
+/// once the value is memoised every poll is immediately ready.
+async fn wait_ready(store: &reflector::Store<DynamicObject>) {
+    while tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready())
+        .await
+        .is_err()
+    {}
+}
+
+/// How long a plan's writes may stay unseen by the watch before the primary is decided
+/// anyway (a lost event; kube-controller-manager waits 5 minutes).
+pub const EXPECTATION_TTL: Duration = Duration::from_secs(60);
+
+/// Runs the controller of the plugin in `slot` until `shutdown` resolves; reconciles that
+/// are running then finish first. `caches` are the shared caches of its relations, in the
+/// order the plugin declares them ([`SharedCaches::acquire`]). No reconcile decides before every cache (the primary's
+/// and each relation's) has its first full list; `synced` turns true then (readiness). A
+/// message on `reconcile_all` reconciles every object again (after a swap).
+pub async fn run_controller(
+    deps: ControllerDeps,
+    slot: Arc<PluginSlot>,
+    caches: Vec<Arc<KindCache>>,
+    synced: ReadyFlag,
+    reconcile_all: futures::channel::mpsc::UnboundedReceiver<()>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let info = slot.current().info.clone();
+    let ns = deps.namespace.as_deref();
+    let primary_ar = api_resource(&info.primary);
+    let primary_api = api_for(&deps.client, &info.primary, ns);
+    // Every list is a consistent read (no `any_semantic`): a cache that starts after a
+    // restart, a swap or a relist holds every write acknowledged before it, also the last
+    // writes of the process or controller it replaces, which no expectation remembers.
+    // Sharded, a replica watches only the primaries labelled for its shard.
+    let mut primary_watch = watcher::Config::default();
+    if let Some(shard) = &deps.shard {
+        primary_watch = primary_watch.labels(&crate::shards::scope::shard_selector(shard));
+    }
+    let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
+    let sighted = Arc::new(crate::reconcile::handover::Sighted::default());
+    let backoff = Arc::new(Backoff::default());
+    let writer = reflector::store::Writer::new(primary_ar.clone());
+    let primary_store = writer.as_reader();
+    let primaries = reflector::reflector(writer, watcher(primary_api, primary_watch))
+        .inspect(departures(
+            expectations.clone(),
+            sighted.clone(),
+            backoff.clone(),
+        ))
+        .applied_objects();
+    let mut controller =
+        Controller::for_stream_with(primaries, primary_store.clone(), primary_ar.clone());
+    slot.set_primaries(primary_store.clone());
+    let triggers = Arc::new(crate::expect::triggers::Triggers::default());
+    let mut related = Vec::new();
+    let mut listed = Vec::new();
+    // Held until the controller stops: its callbacks stay on the shared caches till then.
+    let mut subscriptions = Vec::new();
+    for (declared, cache) in info.relations.iter().zip(caches) {
+        // The relation as this shard's cache watches it (owned objects narrowed to it).
+        let relation = &crate::shards::scope::relation_for(declared, deps.shard.as_deref());
+        let (trigger, triggered) = futures::channel::mpsc::unbounded();
+        let mut tap = own_writes::tap(
+            expectations.clone(),
+            relation.kind.clone(),
+            cache.resource.clone(),
+            cache.store.clone(),
+        );
+        let route = Route {
+            selection: relation.selection,
+            primaries: primary_store.clone(),
+            primary: primary_ar.clone(),
+        };
+        let asked = triggers.clone();
+        // After the cache and the index took the event in: expectations first, then the
+        // primaries it concerns are queued (their decision reads what the tap settled), each
+        // with the time it was asked for before it is queued.
+        subscriptions.push(cache.subscribe(Box::new(move |e| {
+            tap(e);
+            // The initial list (and a relist) is no change of the object: not timed.
+            let changed = matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_));
+            if let watcher::Event::Apply(o)
+            | watcher::Event::Delete(o)
+            | watcher::Event::InitApply(o) = e
+            {
+                let now = std::time::Instant::now();
+                for p in route.primaries_of(o) {
+                    if changed {
+                        let key = crate::expect::triggers::key_of(p.namespace.as_deref(), &p.name);
+                        asked.asked(key, now);
+                    }
+                    let _ = trigger.unbounded_send(p);
+                }
+            }
+        })));
+        listed.push(cache.listed_with(Fields::of(relation)));
+        controller = controller.reconcile_on(triggered);
+        related.push(RelatedCache {
+            relation: relation.clone(),
+            resource: cache.resource.clone(),
+            store: cache.store.clone(),
+            selector: selector_of(relation),
+            owners: cache.owners.clone(),
+        });
+    }
+
+    let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
+    let writer = match deps.principals.client_for(&info.name) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(plugin = %info.name, error = %e, "cannot make the plugin's client");
+            return;
+        }
+    };
+    let ctx = Arc::new(Context {
+        client: deps.client.clone(),
+        writer: writer.clone(),
+        sandbox: deps.sandbox.clone(),
+        slot,
+        primary: primary_ar,
+        related: related.clone(),
+        checker: deps.checker.clone(),
+        events: crate::reconcile::events::EventSink::start(
+            crate::reconcile::series::SeriesRecorder::new(writer, deps.reporter.clone()),
+        ),
+        metrics: deps.metrics.clone(),
+        backoff,
+        primary_store: primary_store.clone(),
+        expectations,
+        synced: synced_rx,
+        fence: deps.fence.clone(),
+        cases: deps.cases.clone(),
+        shard: deps.shard.clone(),
+        status_pacer: crate::reconcile::pacer::StatusPacer::new(
+            deps.status_interval,
+            deps.status_settle,
+        ),
+        triggers,
+        sighted,
+    });
+
+    let readiness = {
+        let primary_store = primary_store.clone();
+        let name = info.name.clone();
+        async move {
+            wait_ready(&primary_store).await;
+            for l in listed {
+                l.await;
+            }
+            tracing::info!(plugin = %name, "caches synced");
+            let _ = synced_tx.send(true);
+            synced.set(true);
+        }
+    };
+    tokio::spawn(readiness);
+
+    let plugin_name = info.name.clone();
+    controller
+        .with_config(
+            ControllerConfig::default()
+                .concurrency(deps.concurrency)
+                .debounce(deps.debounce),
+        )
+        .reconcile_all_on(reconcile_all)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| {
+            if let Err(e) = res {
+                tracing::debug!(plugin = %plugin_name, error = %e, "controller event");
+            }
+            futures::future::ready(())
+        })
+        .await;
+    drop(subscriptions);
+    tracing::info!(plugin = %info.name, "controller stopped");
+}

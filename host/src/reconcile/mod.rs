@@ -1,0 +1,399 @@
+//! One reconcile, in named phases:
+//!
+//! ```text
+//! lead      a standby (fence closed) decides nothing
+//! shard     sharded: a drain acknowledged, or a takeover before deciding (sharded)
+//! gate      caches synced, and the primary's own writes seen (expectations)
+//! prepare   finalizer: reconcile or cleanup (finalize)
+//! observe   the primary and its related objects from the caches (observed)
+//! decide    the plugin's call in the sandbox (decide)
+//! guard     the plan against what the plugin declared (guard)
+//! execute   writes, status and Events; each write expected in the caches (execute, seen)
+//! requeue   the plan's requeue-after, or error backoff
+//! ```
+
+pub mod context;
+pub mod decide;
+pub mod events;
+pub mod execute;
+pub mod finalize;
+pub mod handover;
+pub mod observed;
+pub mod own_writes;
+pub mod pacer;
+pub(crate) mod series;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::DynamicObject;
+use kube::runtime::controller::Action;
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::expect::Pending;
+use crate::plan::guard::{PrimaryRef, Step, Violation};
+use crate::reconcile::context::Context;
+use crate::reconcile::decide::{Decided, decide, not_ready};
+use crate::reconcile::events::publish;
+use crate::reconcile::finalize::Prepared;
+use crate::reconcile::observed::{observe, primary_of};
+use crate::rollout::Role;
+use crate::runtime::{CallError, Entry, EventType, LoadedPlugin, Plan, ReconcileError};
+
+/// Why a reconcile failed; each is retried with per-object backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// The sandbox stopped the call.
+    #[error("plugin fault: {0}")]
+    Fault(#[from] CallError),
+    /// The plugin answered with a (retryable) error.
+    #[error("plugin error: {0}")]
+    Plugin(ReconcileError),
+    /// The guard refused the plan.
+    #[error("{0}")]
+    Rejected(#[from] Violation),
+    /// The API server refused a write.
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    /// The object or the observed state could not be built.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Failure {
+    /// Metric label of the failure.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Fault(e) => e.kind(),
+            Failure::Plugin(ReconcileError::InvalidSpec(_)) => "invalid_spec",
+            Failure::Plugin(ReconcileError::Transient(_)) => "transient",
+            Failure::Plugin(ReconcileError::Other(_)) => "other",
+            Failure::Rejected(_) => "rejected",
+            Failure::Kube(_) => "kubernetes",
+            Failure::Other(_) => "other",
+        }
+    }
+}
+
+/// One running reconcile in the `wasmop_queue_depth` gauge, for as long as it lives.
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlight {
+    fn new(gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+fn object_key(obj: &DynamicObject) -> String {
+    crate::expect::triggers::key_of(
+        obj.metadata.namespace.as_deref(),
+        obj.metadata.name.as_deref().unwrap_or(""),
+    )
+}
+
+/// Reconciles one primary object with the plugin's current version.
+pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Failure> {
+    // A standby decides nothing; on taking the lead it reconciles every object. A reconcile
+    // begun while leading is abandoned the moment the leadership ends (its writes would be
+    // refused by the fence anyway): none carries an old decision into a later leadership.
+    let epoch = ctx.fence.epoch();
+    if !ctx.fence.is_open() {
+        return Ok(Action::await_change());
+    }
+    let fence = ctx.fence.clone();
+    tokio::select! {
+        biased;
+        () = fence.closed_since(epoch) => Ok(Action::await_change()),
+        result = reconcile_led(obj, ctx) => result,
+    }
+}
+
+/// A reconcile while leading: metrics around [`reconcile_with`].
+async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Failure> {
+    // The active version, or the candidate for an object in a canary's share.
+    let (plugin, role) = ctx
+        .slot
+        .choose(obj.metadata.uid.as_deref().unwrap_or_default());
+    let key = object_key(&obj);
+    let span = tracing::info_span!("reconcile", plugin = %plugin.info.name, version = %plugin.info.version, object = %key);
+    let started = Instant::now();
+    let labels =
+        crate::telemetry::metrics::PluginLabels::new(&plugin.info.name, &plugin.info.version);
+    let in_flight = ctx
+        .metrics
+        .queue_depth
+        .get_or_create(&crate::telemetry::metrics::PluginOnlyLabels {
+            plugin: plugin.info.name.clone(),
+        })
+        .clone();
+    // Counted down on drop too: an abandoned reconcile leaves the gauge right.
+    let _in_flight = InFlight::new(in_flight);
+    let result = reconcile_with((&obj, &key), &ctx, &plugin, &role)
+        .instrument(span)
+        .await;
+    ctx.metrics.reconciles.get_or_create(&labels).inc();
+    ctx.metrics
+        .reconcile_duration_seconds
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    match &result {
+        Ok(_) => ctx.backoff.succeeded(&key),
+        Err(e) => {
+            ctx.metrics
+                .reconcile_errors
+                .get_or_create(&crate::telemetry::metrics::ErrorLabels::new(
+                    &plugin.info.name,
+                    &plugin.info.version,
+                    e.kind(),
+                ))
+                .inc();
+        }
+    }
+    result
+}
+
+/// The gate: nothing is decided before every cache has its first full list, nor on a view
+/// that misses this primary's own writes. Returns the action to take instead of deciding.
+async fn gate(
+    ctx: &Context,
+    plugin: &LoadedPlugin,
+    obj: &DynamicObject,
+    pref: &PrimaryRef,
+) -> Option<Action> {
+    let mut synced = ctx.synced.clone();
+    let _ = synced.wait_for(|s| *s).await;
+    // The object handed to this reconcile is the primary's cache as it is now.
+    ctx.expectations.observe(
+        &own_writes::key_of(&plugin.info.primary, obj),
+        crate::expect::Seen::Present(obj),
+    );
+    match ctx.expectations.pending(&pref.uid) {
+        Pending::Clear => None,
+        Pending::Waiting {
+            outstanding,
+            expires_in,
+        } => {
+            tracing::debug!(outstanding, "waiting to see this object's own writes");
+            // The watch events that satisfy them trigger this object again; this is the
+            // backstop for expectations that expire.
+            Some(Action::requeue(expires_in + Duration::from_millis(10)))
+        }
+        Pending::Expired { outstanding } => {
+            tracing::warn!(
+                outstanding,
+                "writes of the last plan were never seen by the watch; deciding anyway"
+            );
+            None
+        }
+    }
+}
+
+async fn reconcile_with(
+    (obj, key): (&DynamicObject, &str),
+    ctx: &Context,
+    plugin: &Arc<LoadedPlugin>,
+    role: &Role,
+) -> Result<Action, Failure> {
+    let info = &plugin.info;
+    let (primary, pref) = primary_of(ctx, obj).map_err(Failure::Other)?;
+    if let Some(shard) = &ctx.shard
+        && let Some(action) =
+            crate::reconcile::handover::before_deciding(ctx, shard, info, obj, &pref).await?
+    {
+        return Ok(action);
+    }
+    if let Some(action) = gate(ctx, plugin, obj, &pref).await {
+        return Ok(action);
+    }
+    let entry = match finalize::prepare(ctx, info, obj, &pref).await? {
+        Prepared::Decide(entry) => entry,
+        Prepared::Done(action) => return Ok(action),
+    };
+    // The changes that asked for a decision until now are answered by this one.
+    let asked = ctx.triggers.take(key);
+    let (observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
+    let plan = match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
+        Decided::Plan(plan) => plan,
+        Decided::Done(action) => return Ok(action),
+    };
+    let mut steps = match ctx.checker.steps(info, &pref, &plan, &owned).await {
+        Ok(steps) => steps,
+        Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
+    };
+    if let Some(shard) = &ctx.shard {
+        let owned: Vec<_> = ctx
+            .related
+            .iter()
+            .filter(|c| c.relation.selection == crate::runtime::Selection::Owned)
+            .map(|c| c.relation.kind.clone())
+            .collect();
+        crate::shards::scope::label_steps(&mut steps, shard, &pref.uid, &owned);
+    }
+    if entry == Entry::Reconcile
+        && let Some(wait) = status_held(ctx, obj, &pref, &steps, &plan)
+    {
+        return Ok(Action::requeue(wait));
+    }
+    let verdict = match execute_plan(ctx, plugin, (obj, &pref), &steps, &plan, asked).await {
+        Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
+            Err(Violation::new("api-server", s.message))
+        }
+        Err(Failure::Rejected(v)) => Err(v),
+        other => Ok(other),
+    };
+    match verdict {
+        Ok(done) => done?,
+        Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
+    }
+
+    if entry == Entry::Cleanup && plan.actions.is_empty() {
+        finalize::release(ctx, info, obj, &pref).await?;
+        return Ok(Action::await_change());
+    }
+    Ok(match plan.requeue_after_ms {
+        Some(ms) => Action::requeue(Duration::from_millis(ms.max(100))),
+        None if entry == Entry::Cleanup => Action::requeue(Duration::from_secs(1)),
+        None => Action::await_change(),
+    })
+}
+
+/// A plan the guard (or, for `api-server`, the API server) refused: metric, Warning
+/// Event, `Ready=False`.
+async fn refused(
+    ctx: &Context,
+    plugin: &LoadedPlugin,
+    (obj, primary, pref): (&DynamicObject, &Value, &PrimaryRef),
+    v: Violation,
+) -> Failure {
+    let info = &plugin.info;
+    tracing::warn!(rule = v.rule, detail = %v.detail, "plan rejected");
+    ctx.metrics
+        .rejected_plans
+        .get_or_create(&crate::telemetry::metrics::RejectLabels {
+            plugin: info.name.clone(),
+            rule: v.rule.to_string(),
+        })
+        .inc();
+    publish(ctx, obj, EventType::Warning, "PlanRejected", v.to_string());
+    let _ = not_ready(ctx, plugin, primary, pref, "PlanRejected", &v.to_string()).await;
+    Failure::Rejected(v)
+}
+
+/// Carries out the checked steps, then the status and the Events. Every write that
+/// succeeded is expected in the caches, also when a later one fails. `asked`: when a
+/// related change first asked for this decision; its first object write ends that wait
+/// (`wasmop_event_to_action_seconds`).
+async fn execute_plan(
+    ctx: &Context,
+    plugin: &LoadedPlugin,
+    (obj, pref): (&DynamicObject, &PrimaryRef),
+    steps: &[Step],
+    plan: &Plan,
+    asked: Option<Instant>,
+) -> Result<(), Failure> {
+    let info = &plugin.info;
+    if ctx.checker.checks_adoption()
+        && let Err(v) = execute::check_adoption(&ctx.writer, info, pref, steps).await?
+    {
+        return Err(Failure::Rejected(v));
+    }
+    if let Some(at) = asked.filter(|_| !steps.is_empty()) {
+        ctx.metrics
+            .event_to_action_seconds
+            .get_or_create(&crate::telemetry::metrics::PluginLabels::new(
+                &info.name,
+                &info.version,
+            ))
+            .observe(at.elapsed().as_secs_f64());
+    }
+    execute::run_steps(&ctx.writer, &info.name, steps, &mut |written| {
+        own_writes::record(ctx, &pref.uid, written)
+    })
+    .await?;
+    // The cache shows this primary's last status write (the gate waited for it), so a
+    // status equal to the cached one would change nothing: no request is sent for it.
+    if let Some(status) = plan.status.as_ref().filter(|s| !same_status(obj, s)) {
+        let before = obj.data.get("status").unwrap_or(&Value::Null);
+        let stored =
+            execute::write_status(&ctx.writer, &info.name, &info.primary, pref, before, status)
+                .await?;
+        own_writes::record_primary(ctx, &pref.uid, &info.primary, &stored);
+        ctx.status_pacer.wrote(&pref.uid);
+    }
+    for ev in &plan.events {
+        publish(ctx, obj, ev.event_type, &ev.reason, ev.message.clone());
+    }
+    Ok(())
+}
+
+/// How long to hold back a plan that would write only the status ([`crate::reconcile::pacer`]);
+/// `None`: carry it out now. A plan that writes objects or Events is never held, status
+/// included: a plugin's status may be its memory of what it did (ChaosPod's kill count), so
+/// it goes with the writes it describes.
+fn status_held(
+    ctx: &Context,
+    obj: &DynamicObject,
+    pref: &PrimaryRef,
+    steps: &[Step],
+    plan: &Plan,
+) -> Option<Duration> {
+    let new_status = plan.status.as_ref().is_some_and(|s| !same_status(obj, s));
+    if !new_status {
+        ctx.status_pacer.satisfied(&pref.uid);
+        return None;
+    }
+    if !steps.is_empty() || !plan.events.is_empty() {
+        return None;
+    }
+    let wait = ctx.status_pacer.hold(&pref.uid)?;
+    tracing::debug!(?wait, "status-only plan held back");
+    Some(wait)
+}
+
+/// Whether the primary as cached already has exactly `status`.
+fn same_status(obj: &DynamicObject, status: &Value) -> bool {
+    obj.data.get("status") == Some(status)
+}
+
+/// Error policy: exponential backoff per object, reset on success.
+pub fn error_policy(obj: Arc<DynamicObject>, err: &Failure, ctx: Arc<Context>) -> Action {
+    let key = object_key(&obj);
+    let wait = ctx.backoff.failed(&key);
+    tracing::warn!(object = %key, error = %err, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn primary(status: Option<Value>) -> DynamicObject {
+        let mut v = json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+            "metadata": {"name": "p", "namespace": "d"}, "spec": {"size": 3}});
+        if let Some(s) = status {
+            v["status"] = s;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn only_an_identical_cached_status_saves_the_write() {
+        let status = json!({"replicas": 3, "pods": ["a", "b", "c"]});
+        assert!(same_status(&primary(Some(status.clone())), &status));
+        assert!(!same_status(&primary(None), &status));
+        let older = json!({"replicas": 2, "pods": ["a", "b"]});
+        assert!(!same_status(&primary(Some(older)), &status));
+        // A field the plugin no longer sets still needs the write (apply removes it).
+        let more = json!({"replicas": 3, "pods": ["a", "b", "c"], "extra": 1});
+        assert!(!same_status(&primary(Some(more)), &status));
+    }
+}

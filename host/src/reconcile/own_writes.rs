@@ -1,0 +1,126 @@
+//! Between the caches and the [`Expectations`]: every watch event of a related kind is
+//! shown to them ([`tap`]), every completed write of a plan is recorded as an expectation
+//! of the caches that will see it ([`record`]), and the primary's own writes (status,
+//! finalizers, conditions) are expected of the primary's cache ([`record_primary`]).
+
+use std::sync::Arc;
+
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+
+use crate::expect::{Expect, Expectations, ObjectKey, Seen};
+use crate::reconcile::context::Context;
+use crate::reconcile::execute::Written;
+use crate::runtime::KindRef;
+
+/// The expectation key of an object of `kind`.
+pub fn key_of(kind: &KindRef, obj: &DynamicObject) -> ObjectKey {
+    ObjectKey {
+        group: kind.group.clone(),
+        kind: kind.kind.clone(),
+        namespace: obj.metadata.namespace.clone(),
+        name: obj.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+/// An observer for a relation's watch events (after its cache and owner index have taken
+/// each in): shows every object event to the expectations. A relist's objects
+/// (`InitApply`) are not shown one by one, since the cache swaps them in only at `InitDone`:
+/// an expectation settled by them early would let a primary decide on the old cache, which
+/// misses the very write it waited for. At `InitDone` the whole new cache is shown.
+pub fn tap(
+    expectations: Arc<Expectations>,
+    kind: KindRef,
+    resource: ApiResource,
+    store: Store<DynamicObject>,
+) -> impl FnMut(&watcher::Event<DynamicObject>) + Send + 'static {
+    move |event| match event {
+        watcher::Event::Apply(o) => {
+            expectations.observe(&key_of(&kind, o), Seen::Present(o));
+        }
+        watcher::Event::Delete(o) => expectations.observe(&key_of(&kind, o), Seen::Gone(o)),
+        watcher::Event::InitDone => {
+            expectations.relisted(&kind.group, &kind.kind, |key| {
+                store.get(&object_ref(&resource, key.namespace.as_deref(), &key.name))
+            });
+        }
+        watcher::Event::Init | watcher::Event::InitApply(_) => {}
+    }
+}
+
+fn object_ref(ar: &ApiResource, namespace: Option<&str>, name: &str) -> ObjectRef<DynamicObject> {
+    let r = ObjectRef::new_with(name, ar.clone());
+    match namespace {
+        Some(ns) => r.within(ns),
+        None => r,
+    }
+}
+
+/// Records what a completed write of `primary_uid`'s plan must show in the caches. A
+/// written object that no cache will show (a kind no relation watches, or labels outside
+/// every selector of its kind) is not expected.
+pub fn record(ctx: &Context, primary_uid: &str, written: Written) {
+    match written {
+        Written::Object { kind, object } => {
+            let labels = object.metadata.labels.clone().unwrap_or_default();
+            let cache = ctx.related.iter().find(|c| {
+                c.relation.kind == kind && c.selector.as_ref().is_ok_and(|s| s.matches(&labels))
+            });
+            let (Some(cache), Some(rv)) = (cache, object.metadata.resource_version.clone()) else {
+                return;
+            };
+            let key = key_of(&kind, &object);
+            let oref = object_ref(&cache.resource, key.namespace.as_deref(), &key.name);
+            // Already seen only once the owner index shows it too: decisions read the
+            // index, which the watch updates a moment after the cache.
+            ctx.expectations.expect(
+                primary_uid,
+                key,
+                Expect::Written {
+                    resource_version: rv,
+                },
+                || cache.store.get(&oref).filter(|o| cache.owners.shows(o)),
+            );
+        }
+        Written::Deleted {
+            kind,
+            namespace,
+            name,
+            uid,
+        } => {
+            let Some(cache) = ctx.related.iter().find(|c| c.relation.kind == kind) else {
+                return;
+            };
+            let oref = object_ref(&cache.resource, namespace.as_deref(), &name);
+            let key = ObjectKey {
+                group: kind.group,
+                kind: kind.kind,
+                namespace,
+                name,
+            };
+            ctx.expectations
+                .expect(primary_uid, key, Expect::Deleted { uid }, || {
+                    cache.store.get(&oref)
+                });
+        }
+    }
+}
+
+/// Records a write on the primary itself (`stored` is what the API server returned), so
+/// the primary is not decided again before its cache shows that write.
+pub fn record_primary(ctx: &Context, primary_uid: &str, kind: &KindRef, stored: &DynamicObject) {
+    let Some(rv) = stored.metadata.resource_version.clone() else {
+        return;
+    };
+    let key = key_of(kind, stored);
+    let oref = object_ref(&ctx.primary, key.namespace.as_deref(), &key.name);
+    ctx.expectations.expect(
+        primary_uid,
+        key,
+        Expect::Written {
+            resource_version: rv,
+        },
+        || ctx.primary_store.get(&oref),
+    );
+}

@@ -1,0 +1,148 @@
+//! Why an offered version was refused: a [`Reason`] (what a WasmPlugin's condition and the
+//! Events say, in CamelCase) with a message naming what is wrong.
+
+use crate::runtime::LoadError;
+
+/// The reason a version was refused. Its name is the `reason` of the WasmPlugin's
+/// condition (`Ready` or `Candidate`) and of the host's log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// Not a WebAssembly component.
+    NotAComponent,
+    /// The component did not compile.
+    CompileFailed,
+    /// It does not implement the plugin world.
+    WorldMismatch,
+    /// Its `info()` failed.
+    InfoFailed,
+    /// Its `info()` answered something invalid.
+    InvalidInfo,
+    /// Its source runs another plugin (a renamed plugin is a new upload or file).
+    NameChanged,
+    /// Another plugin reconciles its primary kind.
+    PrimaryKindClaimed,
+    /// A file whose plugin runs from an upload.
+    Superseded,
+    /// Another source of the same kind (upload or file) runs a plugin of that name.
+    NameTaken,
+    /// The plugin reconciles another primary kind.
+    PrimaryKindChanged,
+    /// A candidate without an active version to go beside.
+    NoActiveVersion,
+    /// The candidate is another plugin.
+    CandidateNameDiffers,
+    /// The candidate declares other relations, primary kind or finalizer.
+    CandidateWatchesDifferently,
+    /// A declared kind is not what the API server serves under that name.
+    KindMismatch,
+    /// A relation's kind is not served (a missing CRD).
+    KindNotServed,
+    /// The API server did not answer the questions about the kinds or the host's reads.
+    KindsUnchecked,
+    /// The host may not list and watch what the version watches.
+    HostCannotWatch,
+    /// The API server did not answer what the plugin's ServiceAccount may do.
+    PermissionsUnchecked,
+    /// The plugin's ServiceAccount lacks a rule the version declares.
+    PermissionsMissing,
+    /// The ConfigMap holding the bytes could not be read.
+    ConfigMapUnreadable,
+    /// The ConfigMap (or its key) is not there.
+    ConfigMapMissing,
+    /// The bytes are not what the spec's digest says.
+    DigestMismatch,
+    /// The bytes do not unpack.
+    BadBytes,
+    /// The rollout part of the spec is invalid.
+    InvalidRollout,
+}
+
+impl Reason {
+    /// The CamelCase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::NotAComponent => "NotAComponent",
+            Reason::CompileFailed => "CompileFailed",
+            Reason::WorldMismatch => "WorldMismatch",
+            Reason::InfoFailed => "InfoFailed",
+            Reason::InvalidInfo => "InvalidInfo",
+            Reason::NameChanged => "NameChanged",
+            Reason::PrimaryKindClaimed => "PrimaryKindClaimed",
+            Reason::Superseded => "Superseded",
+            Reason::NameTaken => "NameTaken",
+            Reason::PrimaryKindChanged => "PrimaryKindChanged",
+            Reason::NoActiveVersion => "NoActiveVersion",
+            Reason::CandidateNameDiffers => "CandidateNameDiffers",
+            Reason::CandidateWatchesDifferently => "CandidateWatchesDifferently",
+            Reason::KindMismatch => "KindMismatch",
+            Reason::KindNotServed => "KindNotServed",
+            Reason::KindsUnchecked => "KindsUnchecked",
+            Reason::HostCannotWatch => "HostCannotWatch",
+            Reason::PermissionsUnchecked => "PermissionsUnchecked",
+            Reason::PermissionsMissing => "PermissionsMissing",
+            Reason::ConfigMapUnreadable => "ConfigMapUnreadable",
+            Reason::ConfigMapMissing => "ConfigMapMissing",
+            Reason::DigestMismatch => "DigestMismatch",
+            Reason::BadBytes => "BadBytes",
+            Reason::InvalidRollout => "InvalidRollout",
+        }
+    }
+
+    /// Whether the refusal ends once an admin grants the plugin's or the host's RBAC or
+    /// installs the CRD a relation needs: its source offers the version again until then.
+    pub fn waits_for_permissions(self) -> bool {
+        matches!(
+            self,
+            Reason::PermissionsMissing
+                | Reason::PermissionsUnchecked
+                | Reason::HostCannotWatch
+                | Reason::KindNotServed
+                | Reason::KindsUnchecked
+        )
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why an offered version was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct Rejection {
+    /// Why, for status conditions and Events.
+    pub reason: Reason,
+    /// What is wrong.
+    pub message: String,
+    /// The plugin the refused version declared, when it got that far.
+    pub plugin: Option<String>,
+}
+
+impl Rejection {
+    /// A rejection for `reason`.
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            plugin: None,
+            message: message.into(),
+        }
+    }
+
+    /// Whether the refusal ends with RBAC or a CRD ([`Reason::waits_for_permissions`]).
+    pub fn waits_for_permissions(&self) -> bool {
+        self.reason.waits_for_permissions()
+    }
+
+    pub(crate) fn from_load(e: &LoadError) -> Self {
+        let reason = match e {
+            LoadError::NotWasm | LoadError::CoreModule => Reason::NotAComponent,
+            LoadError::Compile(_) => Reason::CompileFailed,
+            LoadError::World(_) => Reason::WorldMismatch,
+            LoadError::Info(_) => Reason::InfoFailed,
+            LoadError::InvalidInfo(_) => Reason::InvalidInfo,
+        };
+        Rejection::new(reason, e.to_string())
+    }
+}
