@@ -100,10 +100,12 @@ test:
 	scripts/test-suites $(TEST_SUITES)
 
 ## lint: rustfmt; clippy (deny warnings) on the host, its tests and benchmarks, and on the
-## guests natively and on wasm32-wasip2, by building them (see RUSTC_WORKSPACE_WRAPPER)
+## guests natively and on wasm32-wasip2, by building them (see RUSTC_WORKSPACE_WRAPPER);
+## the host's layers (host/tests/layers.rs: every import points down the map of src/lib.rs)
 lint: setup
 	cargo fmt --all -- --check
 	cargo build $(HOST_BUILD) $(HOST_PKGS) --all-targets
+	cargo test $(HOST_BUILD) $(HOST_PKGS) --test layers
 	$(PLUGIN_BUILD)
 
 ## test-unit: unit tests of the host, the contract, the SDK and the guests (natively), and

@@ -1,7 +1,7 @@
 //! The objects the plugins read: one watch and cache per related kind, shared by every
 //! plugin that relates to it ([`shared`]), each indexed by controlling owner ([`owners`]),
-//! holding objects cut to the fields the plugins declared ([`packed`]).
+//! holding objects cut to the fields the plugins declared ([`guest_view`]).
 
 pub mod owners;
-pub mod packed;
+pub mod guest_view;
 pub mod shared;

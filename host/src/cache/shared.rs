@@ -30,7 +30,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
 use crate::cache::owners::OwnerIndex;
-use crate::cache::packed::pack;
+use crate::cache::guest_view::pack;
 use crate::k8s::kinds::{api_for, api_resource};
 use crate::observe::Fields;
 use crate::runtime::Relation;

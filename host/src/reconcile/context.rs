@@ -61,7 +61,7 @@ pub struct RelatedCache {
 
 /// Shared by the reconciles of one plugin.
 pub struct Context {
-    /// Kubernetes client of the host: its reads (and the discovery of the unguarded mode).
+    /// Kubernetes client of the host: its reads (and the discovery of `--unsafe-disable-guard`, tests only).
     pub client: Client,
     /// The client the plugin acts through (its ServiceAccount, impersonated): every write
     /// its plans cause, its status, its Events, its finalizer.

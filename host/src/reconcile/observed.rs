@@ -8,7 +8,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
 use crate::cache::owners::controller_uid;
-use crate::cache::packed::guest_json;
+use crate::cache::guest_view::guest_json;
 use crate::observe::{relates_by_metadata, trim_for_guest};
 use crate::plan::guard::PrimaryRef;
 use crate::reconcile::context::Context;

@@ -2,7 +2,7 @@
 //! changes (off the hot path: once per version). Three questions to the API server, in
 //! order; the first refusal is the verdict, a [`Rejection`] whose message names the kind or
 //! the rule:
-//! 1. Its kinds, resolved through discovery (`operator::kinds::served`): a kind declared
+//! 1. Its kinds, resolved through discovery (`k8s::kinds::served`): a kind declared
 //!    under another resource's plural or scope is `KindMismatch`; a relation to a kind the
 //!    API server does not serve (a missing CRD) is `KindNotServed`.
 //! 2. The host's own reads (`principals::host_reads`): list and watch (sharded: patch) of

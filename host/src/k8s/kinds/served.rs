@@ -18,7 +18,7 @@
 //!
 //! A version that passes declares every served kind under its real group, version, kind,
 //! plural and scope, so the resource a declared kind names is the resolved one: the guard
-//! (`operator::guard`) and the recorder (`rollout::record`) judge it.
+//! (`plan::guard`) and the recorder (`rollout::record`) judge it.
 
 use std::collections::HashMap;
 

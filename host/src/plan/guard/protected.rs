@@ -5,7 +5,7 @@
 //! among the declared ones (an undeclared Secret is `protected`, not `undeclared`), and by
 //! the resource a request for the declared kind goes to, its group and plural. The plural
 //! is what the API server was asked about when the version was offered (discovery refuses
-//! a kind declared under another resource's plural, `operator::kinds::served`), so a kind
+//! a kind declared under another resource's plural, `k8s::kinds::served`), so a kind
 //! named `Blob` whose plural is `secrets` is Secrets here too.
 
 use crate::plan::guard::{Guard, KindRef, Violation, violation};
