@@ -18,20 +18,27 @@
 //! | sharding | [`shards`] |
 //! | one decision end to end, one plugin's watch loop | [`reconcile`], [`controller`] |
 //! | `wasmop run`, the command line | [`app`], [`cmd`] |
+//!
+//! Public: the sandbox ([`runtime`]) and what a decision sees ([`observe`]), which the
+//! benchmarks embed; [`k8s`], [`shards`] and [`rollout`], whose Lease, fence, ring and canary
+//! rules the integration tests drive directly; and [`main`], the binary. Everything else is
+//! the crate's own.
 
-pub mod app;
-pub mod cache;
-pub mod cases;
-pub mod cmd;
-pub mod controller;
-pub mod expect;
+pub(crate) mod app;
+pub(crate) mod cache;
+pub(crate) mod cases;
+pub(crate) mod cmd;
+pub(crate) mod controller;
+pub(crate) mod expect;
 pub mod k8s;
 pub mod observe;
-pub mod plan;
-pub mod principals;
-pub mod reconcile;
-pub mod registry;
+pub(crate) mod plan;
+pub(crate) mod principals;
+pub(crate) mod reconcile;
+pub(crate) mod registry;
 pub mod rollout;
 pub mod runtime;
 pub mod shards;
-pub mod telemetry;
+pub(crate) mod telemetry;
+
+pub use cmd::main;

@@ -1,5 +1,5 @@
 //! The `wasmop` binary: everything lives in the library.
 
 fn main() -> std::process::ExitCode {
-    wasmop::cmd::main()
+    wasmop::main()
 }

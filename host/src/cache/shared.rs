@@ -29,8 +29,8 @@ use kube::runtime::reflector::{Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
-use crate::cache::owners::OwnerIndex;
 use crate::cache::guest_view::pack;
+use crate::cache::owners::OwnerIndex;
 use crate::k8s::kinds::{api_for, api_resource};
 use crate::observe::Fields;
 use crate::runtime::Relation;

@@ -162,11 +162,6 @@ impl Guard {
         }
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &GuardConfig {
-        &self.cfg
-    }
-
     /// A pod of the host: its own, or another of its Deployment's (in its namespace, named
     /// like it up to the ReplicaSet's hash and the pod's suffix: `wasmop-7d9f8c6b5-x2x9z`
     /// makes `wasmop-*` the host's, every replica and every ReplicaSet of a rollout).

@@ -121,7 +121,7 @@ pub async fn decide(
 ) -> Result<Decided, Failure> {
     let info = &plugin.info;
     let labels = PluginLabels::new(&info.name, &info.version);
-    let object = format!("{}/{}", pref.namespace.as_deref().unwrap_or(""), pref.name);
+    let object = crate::expect::triggers::key_of(pref.namespace.as_deref(), &pref.name);
     let recording = ctx.cases.records(ctx.slot.record_switch());
     // The shadow and the recorder need the observed value after the call consumed it.
     let copy = (recording || matches!(role, Role::Shadowed(_))).then(|| observed.clone());

@@ -7,8 +7,8 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
-use crate::cache::owners::controller_uid;
 use crate::cache::guest_view::guest_json;
+use crate::cache::owners::controller_uid;
 use crate::observe::{relates_by_metadata, trim_for_guest};
 use crate::plan::guard::PrimaryRef;
 use crate::reconcile::context::Context;

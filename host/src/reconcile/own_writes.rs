@@ -39,7 +39,7 @@ pub fn tap(
         watcher::Event::Apply(o) => {
             expectations.observe(&key_of(&kind, o), Seen::Present(o));
         }
-        watcher::Event::Delete(o) => expectations.observe(&key_of(&kind, o), Seen::Gone(o)),
+        watcher::Event::Delete(o) => expectations.observe(&key_of(&kind, o), Seen::Gone),
         watcher::Event::InitDone => {
             expectations.relisted(&kind.group, &kind.kind, |key| {
                 store.get(&object_ref(&resource, key.namespace.as_deref(), &key.name))

@@ -19,7 +19,6 @@ pub mod slot;
 pub mod sources;
 pub mod wasmplugin;
 
-pub use manager::{Accepted, Change, Manager};
-pub use origin::Origin;
-pub use refusal::{Reason, Rejection};
-pub use wasmplugin::{WasmPlugin, WasmPluginSpec, WasmPluginStatus};
+pub use manager::Manager;
+pub use refusal::Rejection;
+pub use wasmplugin::{WasmPlugin, WasmPluginStatus};
