@@ -86,6 +86,24 @@ async fn event_notes(client: &kube::Client, reason: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits (10 s at most) for an Event of `reason` whose note contains `needle`: the host
+/// publishes it right after the spec patch that ends the rollout, so it may trail the
+/// patch a test saw.
+async fn event_note(client: &kube::Client, reason: &str, needle: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let notes = event_notes(client, reason).await;
+        if notes.iter().any(|n| n.contains(needle)) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {reason} Event containing {needle:?} within 10 s: {notes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn recorded(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir.join("podreplica"))
         .map(|d| d.count())
@@ -341,12 +359,7 @@ async fn shadow_promote_abort_canary_record_and_replay() {
         .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .unwrap_or(0);
     assert!(faults >= 5, "faults counted: {faults}\n{metrics}");
-    let notes = event_notes(&client, "RolloutAborted").await;
-    let note = notes.first().cloned().unwrap_or_default();
-    assert!(
-        note.contains("candidate decisions were faults"),
-        "abort Event: {note:?}"
-    );
+    event_note(&client, "RolloutAborted", "candidate decisions were faults").await;
     assert!(
         !metrics
             .contains("wasmop_reconcile_errors_total{plugin=\"podreplica\",version=\"0.1.0-v2\""),
@@ -448,13 +461,7 @@ async fn shadow_promote_abort_canary_record_and_replay() {
     );
     assert!(ok, "{text}");
     rollout_ended(&client, "the agreeing candidate promoted").await;
-    let promoted = event_notes(&client, "RolloutPromoted").await;
-    assert!(
-        promoted
-            .iter()
-            .any(|n| n.contains("in a row without divergence")),
-        "RolloutPromoted Event: {promoted:?}"
-    );
+    event_note(&client, "RolloutPromoted", "in a row without divergence").await;
     let (_, metrics) = host.http_get("/metrics").unwrap();
     assert!(
         !metrics.contains("candidate=\"0.1.0\",result=\"diverge\""),
