@@ -47,9 +47,9 @@ TEST_SUITES := lint host plugins cluster test-unit test-guests-wasm golden sdk-c
 all: host plugins
 
 ## setup: install what the project needs (rust target, rustfmt, clippy; Debian tools the
-## local control plane uses, when missing)
+## local control plane and the loopback OCI registry use, when missing)
 DEBIAN_TOOLS := curl:curl openssl:openssl ss:iproute2 flock:util-linux setsid:util-linux \
-  musl-gcc:musl-tools strip:binutils
+  musl-gcc:musl-tools strip:binutils docker-registry:docker-registry htpasswd:apache2-utils
 setup:
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
 	@command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "go not found: install Go (the local control plane is built from the Go module proxy)" >&2; exit 1; }

@@ -11,7 +11,7 @@
 //! |---|---|
 //! | the sandbox, what the host tells about itself | [`runtime`], [`telemetry`] |
 //! | what a decision sees, decisions as data | [`observe`], [`cases`] |
-//! | the API server | [`k8s`] |
+//! | the API server, OCI registries | [`k8s`], [`oci`] |
 //! | plans, identities, candidate versions | [`plan`], [`principals`], [`rollout`] |
 //! | caches and expectations | [`cache`], [`expect`] |
 //! | plugin versions and where they come from | [`registry`] |
@@ -32,6 +32,7 @@ pub(crate) mod controller;
 pub(crate) mod expect;
 pub mod k8s;
 pub mod observe;
+pub(crate) mod oci;
 pub(crate) mod plan;
 pub(crate) mod principals;
 pub(crate) mod reconcile;

@@ -16,6 +16,7 @@ const LAYERS: &[&str] = &[
     "observe",
     "cases",
     "k8s",
+    "oci",
     "plan",
     "principals",
     "rollout",

@@ -132,6 +132,38 @@ pub struct RunArgs {
     /// (`PermissionsMissing`): it activates once its ServiceAccount holds them.
     #[arg(long, env = "WASMOP_PERMISSIONS_RECHECK_SECONDS", default_value_t = 5)]
     pub permissions_recheck_seconds: u64,
+    /// Directory the host keeps what it may need again across restarts: components pulled
+    /// from registries (by digest) and every component's compiled form (by digest, wasmtime
+    /// version and engine settings), so a restart neither pulls nor compiles. An `emptyDir`
+    /// in the Deployment. Without it, each start pulls and compiles.
+    #[arg(long, env = "WASMOP_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Seconds a registry has to answer each call of a pull (resolve, manifest, blob).
+    #[arg(long, env = "WASMOP_OCI_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub oci_timeout_seconds: u64,
+    /// The largest component pulled from a registry, in bytes (64 MiB: a Python or
+    /// JavaScript component carries its interpreter).
+    #[arg(long, env = "WASMOP_OCI_MAX_BYTES", default_value_t = crate::oci::remote::DEFAULT_MAX_BYTES)]
+    pub oci_max_bytes: u64,
+    /// A CA certificate (PEM) trusted for registries besides the system's; repeatable.
+    #[arg(
+        long = "registry-ca",
+        env = "WASMOP_REGISTRY_CA",
+        value_delimiter = ','
+    )]
+    pub registry_ca: Vec<PathBuf>,
+    /// A public key (PEM, ECDSA P-256, cosign's `cosign.pub`) trusted to sign plugins of
+    /// every WasmPlugin; repeatable.
+    #[arg(
+        long = "trusted-key",
+        env = "WASMOP_TRUSTED_KEYS",
+        value_delimiter = ','
+    )]
+    pub trusted_keys: Vec<PathBuf>,
+    /// Refuse every OCI source without a valid signature by a trusted key (the host's
+    /// `--trusted-key`s or the WasmPlugin's `publicKeys`).
+    #[arg(long, env = "WASMOP_REQUIRE_SIGNATURE")]
+    pub require_signature: bool,
     /// TESTS ONLY: send plans without the guard's checks, so that a test can show what the
     /// API server refuses on its own. Never in a real deployment.
     #[arg(long, env = "WASMOP_UNSAFE_DISABLE_GUARD", hide = true)]

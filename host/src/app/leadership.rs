@@ -12,8 +12,8 @@ use crate::telemetry::metrics::Metrics;
 
 /// Where the WasmPlugin uploads are read from (`None`: uploads are off).
 pub struct Uploads {
-    /// The client (fenced).
-    pub client: kube::Client,
+    /// The client (fenced) and how OCI sources are pulled.
+    pub source: sources::Uploads,
     /// The namespace of the WasmPlugin objects.
     pub namespace: String,
 }
@@ -44,7 +44,7 @@ pub async fn follow(
         metrics.leader.set(1);
         tracing::info!("leading: writing the WasmPlugin statuses and reconciling everything");
         if let Some(u) = &uploads
-            && let Err(e) = sources::load_cluster(&u.client, &manager, &u.namespace).await
+            && let Err(e) = sources::load_cluster(&u.source, &manager, &u.namespace).await
         {
             tracing::warn!(error = %e, namespace = %u.namespace, "cannot list WasmPlugins");
         }

@@ -194,9 +194,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         limits,
         shutdown_rx.clone(),
     ));
+    let uploads = crate::registry::sources::Uploads {
+        client: client.clone(),
+        artifacts: Arc::new(sources::artifacts(&args)?),
+        reporter: Reporter {
+            controller: "wasmop".into(),
+            instance: Some(identity(&args)),
+        },
+    };
     sources::start(
         &args,
-        &client,
+        &uploads,
         &manager,
         &elections,
         cases,
@@ -230,7 +238,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let ended = if args.leader_election {
         let uploads = (!args.no_uploads).then(|| leadership::Uploads {
-            client: client.clone(),
+            source: uploads.clone(),
             namespace: plugin_ns.clone(),
         });
         leadership::follow(

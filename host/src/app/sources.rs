@@ -11,15 +11,54 @@ use tokio::sync::watch;
 use crate::app::RunArgs;
 use crate::app::elections::{Elections, identity, lease_namespace};
 use crate::k8s::lease::Announced;
+use crate::oci::RemoteOptions;
+use crate::oci::signature::PublicKey;
+use crate::registry::artifacts::Artifacts;
+use crate::registry::sources::Uploads;
 use crate::registry::{Manager, sources};
 use crate::rollout::record::CaseRecorder;
 use crate::telemetry::health::Health;
 use crate::telemetry::metrics::Metrics;
 
+/// How the host pulls OCI sources, from its flags: timeout, size cap, extra CAs, the disk
+/// store, the keys it trusts.
+pub(crate) fn artifacts(args: &RunArgs) -> anyhow::Result<Artifacts> {
+    use anyhow::Context as _;
+    let mut extra_roots = Vec::new();
+    for path in &args.registry_ca {
+        extra_roots.push(
+            std::fs::read(path).with_context(|| format!("--registry-ca {}", path.display()))?,
+        );
+    }
+    let mut host_keys = Vec::new();
+    for path in &args.trusted_keys {
+        let pem =
+            std::fs::read(path).with_context(|| format!("--trusted-key {}", path.display()))?;
+        host_keys.push(
+            PublicKey::from_pem(&pem, &path.display().to_string()).map_err(anyhow::Error::msg)?,
+        );
+    }
+    let artifacts = Artifacts {
+        options: RemoteOptions {
+            insecure: false,
+            extra_roots,
+            timeout: Duration::from_secs(args.oci_timeout_seconds.max(1)),
+            max_bytes: args.oci_max_bytes,
+        },
+        store: None,
+        host_keys,
+        require_signature: args.require_signature,
+    };
+    Ok(match &args.cache_dir {
+        Some(dir) => artifacts.with_store(&dir.join("artifacts")),
+        None => artifacts,
+    })
+}
+
 /// Uploads (unless `--no-uploads`) and the plugins directory, offered to `manager`.
 pub(crate) async fn start(
     args: &RunArgs,
-    client: &kube::Client,
+    uploads: &Uploads,
     manager: &Arc<Manager>,
     elections: &Elections,
     cases: Arc<CaseRecorder>,
@@ -27,6 +66,7 @@ pub(crate) async fn start(
     shutdown: &watch::Receiver<bool>,
 ) {
     if !args.no_uploads {
+        let client = &uploads.client;
         tokio::spawn(crate::registry::report::run(
             client.clone(),
             manager.clone(),
@@ -39,11 +79,11 @@ pub(crate) async fn start(
             shutdown.clone(),
         ));
         // Uploads first: after a restart the host runs what was pushed, not an older file.
-        if let Err(e) = sources::load_cluster(client, manager, plugin_ns).await {
+        if let Err(e) = sources::load_cluster(uploads, manager, plugin_ns).await {
             tracing::warn!(error = %e, namespace = %plugin_ns, "cannot list WasmPlugins (is the CRD installed?)");
         }
         tokio::spawn(sources::watch_cluster(
-            client.clone(),
+            uploads.clone(),
             manager.clone(),
             plugin_ns.to_string(),
             Duration::from_secs(args.permissions_recheck_seconds.max(1)),

@@ -3,6 +3,7 @@
 pub mod checkout;
 pub mod dev;
 pub mod offline;
+pub mod publish;
 pub mod push;
 pub mod rollout;
 pub mod scaffold;
@@ -35,9 +36,15 @@ pub enum Command {
     WasiRun(offline::wasi_run::WasiRunArgs),
     /// Run the operator host: watch, ask the plugins, check their plans, carry them out.
     Run(Box<crate::app::RunArgs>),
-    /// Upload a plugin version into the cluster (ConfigMap + WasmPlugin) and wait for the
-    /// host's verdict.
+    /// Upload a plugin version into the cluster (a .wasm file in a ConfigMap, or an
+    /// oci:// reference the host pulls) and wait for the host's verdict.
     Push(crate::cmd::push::PushArgs),
+    /// Push a plugin to an OCI registry as a wasm artifact (optionally signed); prints the
+    /// digest to point a WasmPlugin at (`wasmop push NAME oci://...`).
+    Publish(crate::cmd::publish::PublishArgs),
+    /// Sign a published plugin (cosign's key-pair format, stored beside it as
+    /// `sha256-<digest>.sig`).
+    Sign(crate::cmd::publish::SignArgs),
     /// Make a WasmPlugin's candidate (pushed with --shadow or --canary) its active version;
     /// every object is reconciled by it.
     Promote(crate::cmd::rollout::EndArgs),
@@ -118,6 +125,9 @@ fn start_afresh(error: anyhow::Error) -> anyhow::Error {
 /// Parses the arguments and runs the command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Registries are reached with reqwest on rustls; its crypto is ring's, as the API
+    // server's (one TLS stack). Installing fails only if a provider is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match &cli.command {
         Command::Run(a) => init_logging("info", a.log_format == "json"),
         _ => init_logging("warn", false),
@@ -128,6 +138,10 @@ pub fn main() -> ExitCode {
             other => other.map(|()| ExitCode::SUCCESS),
         },
         Command::Push(a) => block_on(crate::cmd::push::run(a)).map(exit_if),
+        Command::Publish(a) => {
+            block_on(crate::cmd::publish::publish(a)).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Sign(a) => block_on(crate::cmd::publish::sign(a)).map(|()| ExitCode::SUCCESS),
         Command::Promote(a) => block_on(crate::cmd::rollout::run(a, true)).map(exit_if),
         Command::Abort(a) => block_on(crate::cmd::rollout::run(a, false)).map(exit_if),
         Command::Replay(a) => offline::replay::run(a).map(exit_if),

@@ -1,7 +1,9 @@
 //! `wasmop push NAME FILE.wasm`: uploads a plugin version into the cluster (a ConfigMap
 //! with the compressed bytes and a `WasmPlugin` pointing at them), then waits for the
-//! host's verdict. With `--shadow` or `--canary P` the version becomes the WasmPlugin's
-//! candidate beside the active one instead.
+//! host's verdict. `wasmop push NAME oci://REGISTRY/REPO:TAG` points the WasmPlugin at an
+//! artifact in a registry instead (`wasmop publish` puts it there); the host pulls it.
+//! With `--shadow` or `--canary P` the version becomes the WasmPlugin's candidate beside
+//! the active one instead.
 //!
 //! Two ConfigMaps per plugin, `wasmplugin-NAME` and `wasmplugin-NAME-alt`: a push writes the
 //! one the active version does not use, so the bytes the host may need again (after a
@@ -27,8 +29,25 @@ use crate::runtime::validate::is_dns_label;
 pub struct PushArgs {
     /// Name of the WasmPlugin (a DNS label; the ConfigMap is `wasmplugin-NAME`).
     pub name: String,
-    /// The plugin component (`.wasm`).
-    pub file: PathBuf,
+    /// The plugin component: a `.wasm` file (uploaded in a ConfigMap, at most ~1 MB
+    /// compressed) or `oci://REGISTRY/REPOSITORY:TAG[@sha256:DIGEST]` (pulled by the host).
+    pub source: String,
+    /// OCI: the `kubernetes.io/dockerconfigjson` Secret (in the WasmPlugin's namespace)
+    /// with the registry's credentials.
+    #[arg(long, value_name = "SECRET")]
+    pub pull_secret: Option<String>,
+    /// OCI: the host talks plain HTTP to the registry.
+    #[arg(long)]
+    pub insecure: bool,
+    /// OCI: follow the tag, resolving it again every this many seconds (at least 5).
+    #[arg(long, value_name = "SECONDS")]
+    pub poll_seconds: Option<u64>,
+    /// OCI: the ConfigMap of PEM public keys one of which must have signed the artifact.
+    #[arg(long, value_name = "CONFIGMAP", conflicts_with = "public_keys_secret")]
+    pub public_keys: Option<String>,
+    /// OCI: the same, from a Secret.
+    #[arg(long, value_name = "SECRET")]
+    pub public_keys_secret: Option<String>,
     /// Where, and how long to wait.
     #[command(flatten)]
     pub target: Target,
@@ -56,13 +75,68 @@ impl PushArgs {
     fn is_candidate(&self) -> bool {
         self.shadow || self.canary.is_some()
     }
+
+    /// The `oci` source the arguments name, if the source is an `oci://` reference.
+    fn oci(&self) -> anyhow::Result<Option<serde_json::Value>> {
+        let Some(reference) = self.source.strip_prefix("oci://") else {
+            if self.pull_secret.is_some()
+                || self.insecure
+                || self.poll_seconds.is_some()
+                || self.public_keys.is_some()
+                || self.public_keys_secret.is_some()
+            {
+                anyhow::bail!(
+                    "--pull-secret, --insecure, --poll-seconds and --public-keys go with an oci:// source"
+                );
+            }
+            return Ok(None);
+        };
+        crate::oci::remote::parse(reference)?;
+        let mut oci = json!({"reference": reference});
+        if let Some(s) = &self.pull_secret {
+            oci["pullSecret"] = json!(s);
+        }
+        if self.insecure {
+            oci["insecure"] = json!(true);
+        }
+        if let Some(p) = self.poll_seconds {
+            if p < 5 {
+                anyhow::bail!("--poll-seconds is at least 5");
+            }
+            oci["pollSeconds"] = json!(p);
+        }
+        match (&self.public_keys, &self.public_keys_secret) {
+            (Some(cm), _) => oci["publicKeys"] = json!({"configMap": cm}),
+            (_, Some(secret)) => oci["publicKeys"] = json!({"secret": secret}),
+            _ => {}
+        }
+        Ok(Some(oci))
+    }
+}
+
+/// The source fields of the spec `wp` runs, as they are (for a push that only adds a
+/// candidate).
+fn active_source(wp: &WasmPlugin) -> serde_json::Value {
+    let mut spec = serde_json::Map::new();
+    if let Some(cm) = &wp.spec.config_map {
+        spec.insert("configMap".into(), json!(cm));
+    }
+    if let Some(d) = &wp.spec.sha256 {
+        spec.insert("sha256".into(), json!(d));
+    }
+    if let Some(o) = &wp.spec.oci {
+        spec.insert("oci".into(), json!(o));
+    }
+    serde_json::Value::Object(spec)
 }
 
 /// The ConfigMap a push writes: the one of the two that the active version does not use.
 pub fn config_map_for(name: &str, current: Option<&WasmPlugin>) -> String {
     let main = format!("wasmplugin-{name}");
     match current {
-        Some(wp) if wp.spec.config_map.name == main => format!("{main}-alt"),
+        Some(wp) if wp.spec.config_map.as_ref().is_some_and(|c| c.name == main) => {
+            format!("{main}-alt")
+        }
         _ => main,
     }
 }
@@ -84,10 +158,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
             "--promote-after, --abort-fault-percent and --abort-min-decisions go with --shadow or --canary"
         );
     }
-    let component = std::fs::read(&args.file)
-        .with_context(|| format!("{}: cannot read", args.file.display()))?;
-    let (compressed, digest) =
-        pack(&component).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    let oci = args.oci()?;
     let client = client(args.target.kubeconfig.as_deref()).await?;
     let wps: Api<WasmPlugin> = Api::namespaced(client.clone(), &args.target.namespace);
     let current = wps
@@ -101,34 +172,59 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
             args.name
         );
     }
-    let cm_name = config_map_for(&args.name, current.as_ref());
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(cm_name.clone()),
-            namespace: Some(args.target.namespace.clone()),
-            labels: Some(BTreeMap::from([(
-                "app.kubernetes.io/managed-by".into(),
-                "wasmop".into(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        binary_data: Some(BTreeMap::from([(
-            DEFAULT_KEY.to_string(),
-            ByteString(compressed.clone()),
-        )])),
-        ..ConfigMap::default()
+    // The source of the pushed version: an OCI reference, or a ConfigMap written now.
+    let (source, digest, described) = match oci {
+        Some(oci) => (json!({"oci": oci}), None, args.source.clone()),
+        None => {
+            let file = PathBuf::from(&args.source);
+            let component =
+                std::fs::read(&file).with_context(|| format!("{}: cannot read", file.display()))?;
+            let (compressed, digest) =
+                pack(&component).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let cm_name = config_map_for(&args.name, current.as_ref());
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(cm_name.clone()),
+                    namespace: Some(args.target.namespace.clone()),
+                    labels: Some(BTreeMap::from([(
+                        "app.kubernetes.io/managed-by".into(),
+                        "wasmop".into(),
+                    )])),
+                    ..ObjectMeta::default()
+                },
+                binary_data: Some(BTreeMap::from([(
+                    DEFAULT_KEY.to_string(),
+                    ByteString(compressed.clone()),
+                )])),
+                ..ConfigMap::default()
+            };
+            let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &args.target.namespace);
+            cms.patch(
+                &cm_name,
+                &PatchParams::apply("wasmop-push").force(),
+                &Patch::Apply(&cm),
+            )
+            .await
+            .context("writing the ConfigMap")?;
+            let described = format!(
+                "{} ({} bytes, {} compressed)",
+                file.display(),
+                component.len(),
+                compressed.len()
+            );
+            (
+                json!({"configMap": {"name": cm_name, "key": DEFAULT_KEY}, "sha256": digest}),
+                Some(digest),
+                described,
+            )
+        }
     };
     let pp = PatchParams::apply("wasmop-push").force();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &args.target.namespace);
-    cms.patch(&cm_name, &pp, &Patch::Apply(&cm))
-        .await
-        .context("writing the ConfigMap")?;
-    let source = json!({"name": cm_name, "key": DEFAULT_KEY});
     let spec = match current.as_ref().filter(|_| args.is_candidate()) {
         // The active version stays; the rollout names the candidate.
         Some(wp) => {
-            let mut rollout = json!({"configMap": source, "sha256": digest,
-                "strategy": if args.shadow { "Shadow" } else { "Canary" }});
+            let mut rollout = source;
+            rollout["strategy"] = json!(if args.shadow { "Shadow" } else { "Canary" });
             for (key, value) in [
                 ("canaryPercent", args.canary.map(u64::from)),
                 ("promoteAfter", args.promote_after),
@@ -139,9 +235,11 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
                     rollout[key] = json!(v);
                 }
             }
-            json!({"configMap": wp.spec.config_map, "sha256": wp.spec.sha256, "rollout": rollout})
+            let mut spec = active_source(wp);
+            spec["rollout"] = rollout;
+            spec
         }
-        None => json!({"configMap": source, "sha256": digest}),
+        None => source,
     };
     let mut spec = spec;
     // The recording switch stays as it was.
@@ -170,12 +268,13 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         _ => String::new(),
     };
     println!(
-        "pushed {} ({} bytes, {} compressed) as {role}WasmPlugin {}/{} with {digest}",
-        args.file.display(),
-        component.len(),
-        compressed.len(),
+        "pushed {described} as {role}WasmPlugin {}/{}{}",
         args.target.namespace,
-        args.name
+        args.name,
+        digest
+            .as_deref()
+            .map(|d| format!(" with {d}"))
+            .unwrap_or_default()
     );
     if args.target.no_wait {
         return Ok(true);
@@ -184,9 +283,9 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     let candidate = args.is_candidate();
     wait_for_verdict(wps, &args.name, &args.target, |wp| {
         if candidate {
-            candidate_verdict(wp, generation, &digest)
+            candidate_verdict(wp, generation, digest.as_deref())
         } else {
-            verdict(wp, generation, &digest)
+            verdict(wp, generation, digest.as_deref())
         }
     })
     .await
@@ -242,18 +341,27 @@ fn answer(
 pub fn candidate_verdict(
     wp: &WasmPlugin,
     generation: Option<i64>,
-    digest: &str,
+    digest: Option<&str>,
 ) -> Option<(bool, String)> {
     let (status, c) = condition_of(wp, generation, "Candidate")?;
-    let loaded = status.candidate.as_ref().map(|c| c.digest.as_str()) == Some(digest);
+    let loaded = match digest {
+        Some(d) => status.candidate.as_ref().map(|c| c.digest.as_str()) == Some(d),
+        None => status.candidate.is_some(),
+    };
     answer(c, loaded, "candidate ")
 }
 
 /// The host's verdict on `generation` of the WasmPlugin, if it has written one: accepted
-/// (with the pushed `digest` running) or refused, and the line to print.
-pub fn verdict(wp: &WasmPlugin, generation: Option<i64>, digest: &str) -> Option<(bool, String)> {
+/// (with the pushed `digest` running, when the push knows it) or refused, and the line to
+/// print.
+pub fn verdict(
+    wp: &WasmPlugin,
+    generation: Option<i64>,
+    digest: Option<&str>,
+) -> Option<(bool, String)> {
     let (status, c) = condition_of(wp, generation, "Ready")?;
-    answer(c, status.digest.as_deref() == Some(digest), "")
+    let runs = digest.is_none_or(|d| status.digest.as_deref() == Some(d));
+    answer(c, runs, "")
 }
 
 #[cfg(test)]
@@ -290,7 +398,7 @@ mod tests {
             "observedGeneration": 2}]);
         let waiting = wp("wasmplugin-p", cond, None);
         assert_eq!(
-            verdict(&waiting, Some(2), "sha256:new"),
+            verdict(&waiting, Some(2), Some("sha256:new")),
             Some((
                 false,
                 "loaded, not active until an admin grants its permissions: PermissionsMissing: lacks pods [create]".into()
@@ -306,19 +414,25 @@ mod tests {
         };
         let loaded = wp("wasmplugin-p", cond("True", "Loaded"), Some("sha256:new"));
         assert_eq!(
-            candidate_verdict(&loaded, Some(2), "sha256:new"),
+            candidate_verdict(&loaded, Some(2), Some("sha256:new")),
             Some((true, "candidate accepted: m".into()))
         );
         // Another candidate's status, or an older generation, is no verdict yet.
-        assert_eq!(candidate_verdict(&loaded, Some(2), "sha256:other"), None);
-        assert_eq!(candidate_verdict(&loaded, Some(3), "sha256:new"), None);
+        assert_eq!(
+            candidate_verdict(&loaded, Some(2), Some("sha256:other")),
+            None
+        );
+        assert_eq!(
+            candidate_verdict(&loaded, Some(3), Some("sha256:new")),
+            None
+        );
         let refused = wp(
             "wasmplugin-p",
             cond("False", "CandidateWatchesDifferently"),
             None,
         );
         assert_eq!(
-            candidate_verdict(&refused, Some(2), "sha256:new"),
+            candidate_verdict(&refused, Some(2), Some("sha256:new")),
             Some((
                 false,
                 "candidate refused: CandidateWatchesDifferently: m".into()

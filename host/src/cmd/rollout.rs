@@ -48,7 +48,12 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
     } else {
         abort_patch()
     };
-    let candidate = wp.spec.rollout.as_ref().map(|r| r.sha256.clone());
+    let candidate = wp.spec.rollout.as_ref().map(|r| {
+        r.sha256
+            .clone()
+            .or_else(|| r.oci.as_ref().map(|o| o.reference.clone()))
+            .unwrap_or_default()
+    });
     let written = patch_spec(&api, &args.name, &patch)
         .await
         .context("changing the WasmPlugin")?;
@@ -65,7 +70,7 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
     let generation = written.metadata.generation;
     let digest = written.spec.sha256.clone();
     wait_for_verdict(api, &args.name, &args.target, |wp| {
-        crate::cmd::push::verdict(wp, generation, &digest)
+        crate::cmd::push::verdict(wp, generation, digest.as_deref())
     })
     .await
 }

@@ -164,6 +164,11 @@ impl Manager {
         self.runner.sandbox()
     }
 
+    /// The host's metrics.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Name, digest and origin of every running plugin.
     pub async fn running(&self) -> Vec<(String, String, Origin)> {
         self.running_map()

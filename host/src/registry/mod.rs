@@ -1,5 +1,6 @@
 //! Plugin versions and where they come from: the `WasmPlugin` resource ([`wasmplugin`]),
-//! bytes in ConfigMaps ([`bytes`]) and files ([`files`]) as [`sources`], each an
+//! bytes in ConfigMaps ([`bytes`]), OCI artifacts ([`artifacts`]) and files ([`files`]) as
+//! [`sources`], each an
 //! [`origin::Origin`]; the [`manager`] that swaps versions once `approval` has checked them
 //! against the API server, refusing with a [`refusal::Reason`]; the [`slot::PluginSlot`]
 //! each plugin's versions live in; promotion and abort of a candidate ([`promotion`]) and
@@ -7,6 +8,7 @@
 //! stops controllers through [`runner::Runner`], which the controller layer implements.
 
 pub(crate) mod approval;
+pub(crate) mod artifacts;
 pub mod bytes;
 pub mod files;
 pub mod manager;

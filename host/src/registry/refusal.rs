@@ -55,6 +55,15 @@ pub enum Reason {
     BadBytes,
     /// The rollout part of the spec is invalid.
     InvalidRollout,
+    /// The spec names no source, or two.
+    InvalidSource,
+    /// The OCI source's pull secret is missing or unreadable.
+    PullSecretInvalid,
+    /// The keys to verify the signature with are missing or unreadable.
+    TrustedKeysInvalid,
+    /// The OCI artifact could not be pulled or trusted; the reason says why
+    /// (`RegistryUnauthorized`, `ArtifactNotFound`, `Unsigned`, ...).
+    Pull(&'static str),
 }
 
 impl Reason {
@@ -85,6 +94,10 @@ impl Reason {
             Reason::DigestMismatch => "DigestMismatch",
             Reason::BadBytes => "BadBytes",
             Reason::InvalidRollout => "InvalidRollout",
+            Reason::InvalidSource => "InvalidSource",
+            Reason::PullSecretInvalid => "PullSecretInvalid",
+            Reason::TrustedKeysInvalid => "TrustedKeysInvalid",
+            Reason::Pull(why) => why,
         }
     }
 
@@ -133,6 +146,13 @@ impl Rejection {
     /// Whether the refusal ends with RBAC or a CRD ([`Reason::waits_for_permissions`]).
     pub fn waits_for_permissions(&self) -> bool {
         self.reason.waits_for_permissions()
+    }
+
+    /// Whether its source offers the version again by itself: it waits for permissions,
+    /// or the registry did not answer (away, slow, 5xx).
+    pub fn retries(&self) -> bool {
+        self.waits_for_permissions()
+            || matches!(self.reason, Reason::Pull("PullFailed" | "PullTimeout"))
     }
 
     pub(crate) fn from_load(e: &LoadError) -> Self {

@@ -168,7 +168,20 @@ async fn end_rollout(
     let Some(wp) = api.get_opt(name).await? else {
         return Ok(());
     };
-    if wp.spec.rollout.as_ref().map(|r| r.sha256.as_str()) != Some(digest) {
+    // The candidate the spec names: by its digest (a ConfigMap), or as the status says the
+    // host loaded it (an OCI reference resolves to a digest on the host's side).
+    let named = match wp.spec.rollout.as_ref() {
+        Some(r) => match &r.sha256 {
+            Some(d) => d == digest,
+            None => wp
+                .status
+                .as_ref()
+                .and_then(|s| s.candidate.as_ref())
+                .is_some_and(|c| c.digest == digest),
+        },
+        None => false,
+    };
+    if !named {
         return Ok(());
     }
     let (reason, why, patch) = match verdict {

@@ -15,12 +15,31 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use kube::Resource as _;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use crate::registry::artifacts::Artifacts;
 use crate::registry::bytes::unpack;
 use crate::registry::files::plugin_files;
 use crate::registry::manager::{Accepted, Manager};
 use crate::registry::origin::Origin;
 use crate::registry::refusal::{Reason, Rejection};
-use crate::registry::wasmplugin::{ConfigMapSource, DEFAULT_KEY, WasmPlugin};
+use crate::registry::wasmplugin::{
+    ArtifactStatus, ConfigMapSource, DEFAULT_KEY, Source, WasmPlugin,
+};
+use crate::telemetry::metrics::RefusalLabels;
+
+/// What handling a WasmPlugin needs besides the manager: the API client, how OCI sources
+/// are pulled, and the name the host's Events go out under.
+#[derive(Clone)]
+pub(crate) struct Uploads {
+    /// The API client (the host's identity).
+    pub client: Client,
+    /// Pulls of OCI sources.
+    pub artifacts: Arc<Artifacts>,
+    /// Who publishes the refusal Events.
+    pub reporter: Reporter,
+}
 
 type Stamp = (SystemTime, u64);
 
@@ -129,7 +148,7 @@ fn origin_of(wp: &WasmPlugin) -> Origin {
 }
 
 /// The component in ConfigMap `src` of namespace `ns`, checked against `sha256`.
-async fn fetch(
+async fn fetch_config_map(
     client: &Client,
     ns: Option<&str>,
     src: &ConfigMapSource,
@@ -168,6 +187,49 @@ async fn fetch(
     })
 }
 
+/// The bytes `source` names, for WasmPlugin `wp`, and the artifact they came from (an OCI
+/// source). `known` is the artifact the status says runs; `refresh` resolves a tag again.
+async fn fetch(
+    uploads: &Uploads,
+    wp: &WasmPlugin,
+    source: Result<Source<'_>, String>,
+    known: Option<&ArtifactStatus>,
+    refresh: bool,
+) -> Result<(Vec<u8>, Option<ArtifactStatus>), Rejection> {
+    let ns = wp.metadata.namespace.as_deref();
+    match source.map_err(|why| Rejection::new(Reason::InvalidSource, why))? {
+        Source::ConfigMap(cm, sha256) => Ok((
+            fetch_config_map(&uploads.client, ns, cm, sha256).await?,
+            None,
+        )),
+        Source::Oci(oci, pin) => {
+            let fetched = uploads
+                .artifacts
+                .fetch(
+                    &uploads.client,
+                    ns.unwrap_or("default"),
+                    oci,
+                    known,
+                    refresh,
+                )
+                .await?;
+            let digest = crate::oci::artifact::sha256(&fetched.bytes);
+            if let Some(pin) = pin
+                && pin != digest
+            {
+                return Err(Rejection::new(
+                    Reason::DigestMismatch,
+                    format!(
+                        "{} ({}) holds component {digest}, the spec pins {pin}",
+                        oci.reference, fetched.status.digest
+                    ),
+                ));
+            }
+            Ok((fetched.bytes, Some(fetched.status)))
+        }
+    }
+}
+
 /// The `type` condition for an outcome: `(status, reason, message)`.
 fn condition_of(
     outcome: &Result<Accepted, Rejection>,
@@ -189,6 +251,7 @@ async fn write_status(
     client: &Client,
     wp: &WasmPlugin,
     outcome: &Result<Accepted, Rejection>,
+    artifact: Option<&ArtifactStatus>,
     candidate: Option<&Result<Accepted, Rejection>>,
 ) {
     let ns = wp.metadata.namespace.as_deref().unwrap_or("default");
@@ -206,7 +269,12 @@ async fn write_status(
             condition_of(c, "deciding beside the active version:"),
         ));
     }
+    let artifact_unchanged = match outcome {
+        Ok(_) => old.artifact.as_ref() == artifact,
+        Err(_) => true,
+    };
     let unchanged = old.observed_generation == generation
+        && artifact_unchanged
         && old.conditions.len() == wanted.len()
         && wanted.iter().all(|(t, (status, reason, _))| {
             old.conditions.iter().any(|c| {
@@ -238,6 +306,7 @@ async fn write_status(
             status["pluginName"] = json!(a.info.name);
             status["pluginVersion"] = json!(a.info.version);
             status["digest"] = json!(a.digest);
+            status["artifact"] = json!(artifact);
             status["primaryKind"] = json!(format!(
                 "{}.{}/{}",
                 a.info.primary.kind, a.info.primary.group, a.info.primary.version
@@ -248,6 +317,7 @@ async fn write_status(
             status["pluginName"] = json!(old.plugin_name);
             status["pluginVersion"] = json!(old.plugin_version);
             status["digest"] = json!(old.digest);
+            status["artifact"] = json!(old.artifact);
             status["primaryKind"] = json!(old.primary_kind);
         }
     }
@@ -284,7 +354,7 @@ async fn write_status(
 /// Offers the candidate the spec of `wp` names (fetched like the active version), or drops
 /// the one that runs when the spec names none or the active version was refused.
 async fn handle_candidate(
-    client: &Client,
+    uploads: &Uploads,
     manager: &Manager,
     wp: &WasmPlugin,
     origin: &Origin,
@@ -308,15 +378,8 @@ async fn handle_candidate(
             "strategy Canary needs canaryPercent (0-100)",
         )));
     }
-    let outcome = match fetch(
-        client,
-        wp.metadata.namespace.as_deref(),
-        &r.config_map,
-        &r.sha256,
-    )
-    .await
-    {
-        Ok(bytes) => {
+    let outcome = match fetch(uploads, wp, r.source(), None, true).await {
+        Ok((bytes, _)) => {
             manager
                 .offer_candidate(origin, bytes, r.mode(), r.policy())
                 .await
@@ -329,25 +392,113 @@ async fn handle_candidate(
     Some(outcome)
 }
 
+/// Counts a refusal the status did not show yet and says it in a Warning Event on `wp`.
+async fn report_refusal(
+    uploads: &Uploads,
+    manager: &Manager,
+    wp: &WasmPlugin,
+    kind: &'static str,
+    r: &Rejection,
+) {
+    let generation = wp.metadata.generation;
+    let shown = wp.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == kind
+                && c.status == "False"
+                && c.reason == r.reason.as_str()
+                && c.observed_generation == generation
+                && c.message == r.message
+        })
+    });
+    if shown || r.waits_for_permissions() {
+        return;
+    }
+    let ns = wp.metadata.namespace.as_deref().unwrap_or("default");
+    let name = wp.metadata.name.as_deref().unwrap_or_default();
+    let source = if kind == "Candidate" {
+        wp.spec.rollout.as_ref().and_then(|r| r.source().ok())
+    } else {
+        wp.spec.source().ok()
+    };
+    manager
+        .metrics()
+        .source_refusals
+        .get_or_create(&RefusalLabels {
+            wasmplugin: format!("{ns}/{name}"),
+            source: source.map_or("invalid", |s| s.kind()),
+            reason: r.reason.to_string(),
+        })
+        .inc();
+    let recorder = Recorder::new(uploads.client.clone(), uploads.reporter.clone());
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: r.reason.to_string(),
+        note: Some(
+            format!(
+                "{}: {}",
+                if kind == "Candidate" {
+                    "candidate refused"
+                } else {
+                    "refused"
+                },
+                r.message
+            )
+            .chars()
+            .take(1000)
+            .collect(),
+        ),
+        action: "Load".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, &wp.object_ref(&())).await
+        && !crate::k8s::fence::is_fenced_off(&e)
+    {
+        tracing::warn!(wasmplugin = name, error = %e, "could not publish the refusal Event");
+    }
+}
+
 /// Handles one WasmPlugin: fetch, verify, offer (the active version, then the candidate),
-/// report (the log line says how long each part took: fetching the ConfigMap, loading the
-/// version, in all with the status written). Returns whether a version waits for its
-/// permissions (to be handled again until they are granted).
-pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_startup: bool) -> bool {
+/// report (the log line says how long each part took: fetching the bytes, loading the
+/// version, in all with the status written). `refresh` resolves an OCI tag again (the
+/// WasmPlugin follows it); a changed spec does too. Returns whether a version waits for
+/// its permissions or for a registry that did not answer (to be handled again).
+pub(crate) async fn handle(
+    uploads: &Uploads,
+    manager: &Manager,
+    wp: &WasmPlugin,
+    at_startup: bool,
+    refresh: bool,
+) -> bool {
     let origin = origin_of(wp);
     let started = std::time::Instant::now();
-    let ns = wp.metadata.namespace.as_deref();
-    let (outcome, fetch_ms) = match fetch(client, ns, &wp.spec.config_map, &wp.spec.sha256).await {
-        Ok(bytes) => {
-            let fetched = started.elapsed().as_millis();
-            (manager.offer(&origin, bytes).await, fetched)
-        }
-        Err(r) => (Err(r), started.elapsed().as_millis()),
-    };
+    let status = wp.status.as_ref();
+    let known = status.and_then(|s| s.artifact.as_ref());
+    let refresh = refresh || status.and_then(|s| s.observed_generation) != wp.metadata.generation;
+    let (outcome, artifact, fetch_ms) =
+        match fetch(uploads, wp, wp.spec.source(), known, refresh).await {
+            Ok((bytes, artifact)) => {
+                let fetched = started.elapsed().as_millis();
+                (manager.offer(&origin, bytes).await, artifact, fetched)
+            }
+            Err(r) => (Err(r), None, started.elapsed().as_millis()),
+        };
     let load_ms = started.elapsed().as_millis() - fetch_ms;
-    let candidate = handle_candidate(client, manager, wp, &origin, &outcome).await;
+    let candidate = handle_candidate(uploads, manager, wp, &origin, &outcome).await;
     manager.set_record(&origin, wp.spec.record).await;
-    write_status(client, wp, &outcome, candidate.as_ref()).await;
+    if let Err(r) = &outcome {
+        report_refusal(uploads, manager, wp, "Ready", r).await;
+    }
+    if let Some(Err(r)) = &candidate {
+        report_refusal(uploads, manager, wp, "Candidate", r).await;
+    }
+    write_status(
+        &uploads.client,
+        wp,
+        &outcome,
+        artifact.as_ref(),
+        candidate.as_ref(),
+    )
+    .await;
     let total_ms = started.elapsed().as_millis();
     match &outcome {
         Ok(a) => {
@@ -366,25 +517,22 @@ pub async fn handle(client: &Client, manager: &Manager, wp: &WasmPlugin, at_star
         }
         None => {}
     }
-    outcome
-        .as_ref()
-        .err()
-        .is_some_and(Rejection::waits_for_permissions)
+    outcome.as_ref().err().is_some_and(Rejection::retries)
         || candidate
             .as_ref()
             .and_then(|c| c.as_ref().err())
-            .is_some_and(Rejection::waits_for_permissions)
+            .is_some_and(Rejection::retries)
 }
 
 /// Loads every WasmPlugin of `namespace` once (before the plugins directory, so uploads win).
-pub async fn load_cluster(
-    client: &Client,
+pub(crate) async fn load_cluster(
+    uploads: &Uploads,
     manager: &Manager,
     namespace: &str,
 ) -> anyhow::Result<()> {
-    let api: Api<WasmPlugin> = Api::namespaced(client.clone(), namespace);
+    let api: Api<WasmPlugin> = Api::namespaced(uploads.client.clone(), namespace);
     for wp in api.list(&Default::default()).await?.items {
-        handle(client, manager, &wp, true).await;
+        handle(uploads, manager, &wp, true, false).await;
     }
     Ok(())
 }
@@ -392,17 +540,19 @@ pub async fn load_cluster(
 /// Watches the WasmPlugins of `namespace` until shutdown: new or changed ones are offered,
 /// deleted ones stop their plugin; one whose version waits for its permissions is handled
 /// again every `recheck`.
-pub async fn watch_cluster(
-    client: Client,
+pub(crate) async fn watch_cluster(
+    uploads: Uploads,
     manager: Arc<Manager>,
     namespace: String,
     recheck: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut waiting: HashMap<Origin, WasmPlugin> = HashMap::new();
-    let mut tick = tokio::time::interval(recheck);
+    // WasmPlugins that follow their OCI tag, with when to resolve it again.
+    let mut following: HashMap<Origin, (WasmPlugin, tokio::time::Instant)> = HashMap::new();
+    let mut tick = tokio::time::interval(recheck.min(Duration::from_secs(5)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let api: Api<WasmPlugin> = Api::namespaced(client.clone(), &namespace);
+    let api: Api<WasmPlugin> = Api::namespaced(uploads.client.clone(), &namespace);
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -411,6 +561,7 @@ pub async fn watch_cluster(
     // The generation last handled per WasmPlugin: a change of the status only (the host's
     // own verdict, a rollout's counts every second) needs no new fetch and offer.
     let mut handled: HashMap<Origin, Option<i64>> = HashMap::new();
+    let mut last_recheck = tokio::time::Instant::now();
     loop {
         let next = tokio::select! {
             e = events.next() => Some(e),
@@ -418,9 +569,22 @@ pub async fn watch_cluster(
             _ = shutdown.wait_for(|v| *v) => return,
         };
         let Some(event) = next else {
-            for (origin, wp) in std::mem::take(&mut waiting) {
-                if handle(&client, &manager, &wp, false).await {
-                    waiting.insert(origin, wp);
+            let now = tokio::time::Instant::now();
+            if now.duration_since(last_recheck) >= recheck {
+                last_recheck = now;
+                for (origin, wp) in std::mem::take(&mut waiting) {
+                    if handle(&uploads, &manager, &wp, false, false).await {
+                        waiting.insert(origin, wp);
+                    }
+                }
+            }
+            for (origin, (wp, due)) in following.iter_mut() {
+                if *due > now || waiting.contains_key(origin) {
+                    continue;
+                }
+                *due = now + poll_of(wp).unwrap_or(Duration::from_secs(60));
+                if handle(&uploads, &manager, wp, false, true).await {
+                    waiting.insert(origin.clone(), wp.clone());
                 }
             }
             continue;
@@ -435,18 +599,33 @@ pub async fn watch_cluster(
                 let origin = origin_of(&wp);
                 listed.insert(origin.clone());
                 known.insert(origin.clone());
+                match poll_of(&wp) {
+                    // The latest object (its status names the digest that runs); the
+                    // next resolve stays when it was due.
+                    Some(every) => {
+                        let due = following
+                            .get(&origin)
+                            .map(|(_, due)| *due)
+                            .unwrap_or_else(|| tokio::time::Instant::now() + every);
+                        following.insert(origin.clone(), (wp.clone(), due));
+                    }
+                    None => {
+                        following.remove(&origin);
+                    }
+                }
                 if handled.get(&origin) == Some(&wp.metadata.generation) {
                     continue;
                 }
                 handled.insert(origin.clone(), wp.metadata.generation);
                 waiting.remove(&origin);
-                if handle(&client, &manager, &wp, false).await {
+                if handle(&uploads, &manager, &wp, false, false).await {
                     waiting.insert(origin, wp);
                 }
             }
             Some(Ok(watcher::Event::InitDone)) => {
                 for gone in known.difference(&listed).cloned().collect::<Vec<_>>() {
                     waiting.remove(&gone);
+                    following.remove(&gone);
                     manager.remove(&gone).await;
                     handled.remove(&gone);
                     known.remove(&gone);
@@ -455,6 +634,7 @@ pub async fn watch_cluster(
             Some(Ok(watcher::Event::Delete(wp))) => {
                 let origin = origin_of(&wp);
                 waiting.remove(&origin);
+                following.remove(&origin);
                 known.remove(&origin);
                 handled.remove(&origin);
                 manager.remove(&origin).await;
@@ -463,4 +643,12 @@ pub async fn watch_cluster(
             None => return,
         }
     }
+}
+
+/// How often `wp` resolves its tag again, when it follows one.
+fn poll_of(wp: &WasmPlugin) -> Option<Duration> {
+    let oci = wp.spec.oci.as_ref()?;
+    let every = oci.poll_seconds?;
+    // A reference pinned by digest has nothing to follow.
+    (!oci.reference.contains('@')).then(|| Duration::from_secs(every.max(5)))
 }

@@ -1,6 +1,7 @@
 //! The `WasmPlugin` custom resource: a plugin version uploaded into the cluster. Its bytes
 //! live gzip-compressed in a ConfigMap's `binaryData` (so Kubernetes RBAC decides who may
-//! upload); the spec carries their sha256 and the status says whether the host took it.
+//! upload; the spec carries their sha256) or in an OCI registry (`oci`: a reference, pulled
+//! by digest, optionally signed); the status says whether the host took it.
 //! A `rollout` in the spec names a candidate version that decides beside the active one
 //! (shadow or canary, see [`crate::rollout`]); the status counts how the two compare.
 
@@ -27,6 +28,7 @@ pub const DEFAULT_KEY: &str = "plugin.wasm.gz";
     printcolumn = r#"{"name":"Candidate","type":"string","jsonPath":".status.candidate.version"}"#,
     printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".status.candidate.mode"}"#,
     printcolumn = r#"{"name":"Agreement","type":"string","jsonPath":".status.rollout.agreement"}"#,
+    printcolumn = r#"{"name":"Artifact","type":"string","jsonPath":".status.artifact.digest"}"#,
     printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.digest","priority":1}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
@@ -34,11 +36,18 @@ pub const DEFAULT_KEY: &str = "plugin.wasm.gz";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WasmPluginSpec {
-    /// Where the component's bytes are.
-    pub config_map: ConfigMapSource,
-    /// `sha256:<hex>` of the uncompressed component; the host refuses other bytes.
+    /// The component in a ConfigMap of this namespace (gzip, at most ~1 MB), with `sha256`.
+    /// Name either this or `oci`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
+    /// `sha256:<hex>` of the uncompressed component; the host refuses other bytes. Required
+    /// with `configMap`; with `oci`, pins the component besides the reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
-    pub sha256: String,
+    pub sha256: Option<String>,
+    /// The component as an OCI artifact in a registry (the wasm artifact layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciSource>,
     /// A candidate version deciding beside the active one, until promoted or aborted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
@@ -62,11 +71,16 @@ pub enum Strategy {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Rollout {
-    /// Where the candidate's bytes are.
-    pub config_map: ConfigMapSource,
+    /// The candidate in a ConfigMap (with `sha256`); name either this or `oci`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
     /// `sha256:<hex>` of the uncompressed candidate component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
-    pub sha256: String,
+    pub sha256: Option<String>,
+    /// The candidate as an OCI artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciSource>,
     /// `Shadow` or `Canary`.
     pub strategy: Strategy,
     /// Percentage of the objects the canary decides (0–100; `Canary` only).
@@ -113,6 +127,110 @@ impl Rollout {
     }
 }
 
+/// Where a version's bytes are, as a spec or a rollout names them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Source<'a> {
+    /// A ConfigMap, checked against the digest.
+    ConfigMap(&'a ConfigMapSource, &'a str),
+    /// An OCI artifact, pinned to a component digest when one is given.
+    Oci(&'a OciSource, Option<&'a str>),
+}
+
+impl<'a> Source<'a> {
+    /// The source the three fields name, or why they name none.
+    pub fn of(
+        config_map: &'a Option<ConfigMapSource>,
+        sha256: &'a Option<String>,
+        oci: &'a Option<OciSource>,
+    ) -> Result<Self, String> {
+        match (config_map, sha256, oci) {
+            (Some(_), _, Some(_)) => Err("name one source, configMap or oci, not both".into()),
+            (Some(cm), Some(d), None) => Ok(Source::ConfigMap(cm, d)),
+            (Some(_), None, None) => Err("configMap needs sha256, the component's digest".into()),
+            (None, d, Some(o)) => Ok(Source::Oci(o, d.as_deref())),
+            (None, _, None) => Err("name a source: configMap (with sha256) or oci".into()),
+        }
+    }
+
+    /// `oci` or `configMap`, for metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Source::ConfigMap(..) => "configMap",
+            Source::Oci(..) => "oci",
+        }
+    }
+}
+
+impl WasmPluginSpec {
+    /// Where the active version's bytes are.
+    pub fn source(&self) -> Result<Source<'_>, String> {
+        Source::of(&self.config_map, &self.sha256, &self.oci)
+    }
+}
+
+impl Rollout {
+    /// Where the candidate's bytes are.
+    pub fn source(&self) -> Result<Source<'_>, String> {
+        Source::of(&self.config_map, &self.sha256, &self.oci)
+    }
+}
+
+/// A component published as an OCI artifact (`wasmop publish`, or any tool writing the
+/// CNCF wasm artifact layout: config `application/vnd.wasm.config.v0+json`, one layer
+/// `application/wasm`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciSource {
+    /// `REGISTRY/REPOSITORY:TAG`, `REGISTRY/REPOSITORY@sha256:DIGEST` or both. A tag is
+    /// resolved to a digest once (the status shows it) and pulled by digest.
+    #[schemars(length(min = 1, max = 1024))]
+    pub reference: String,
+    /// A Secret of type `kubernetes.io/dockerconfigjson` in this namespace holding the
+    /// registry's credentials (`kubectl create secret docker-registry`); without it the host
+    /// pulls anonymously.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret: Option<String>,
+    /// Talk plain HTTP to this registry (a registry without TLS inside the cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<bool>,
+    /// Follow the tag: resolve it again every this many seconds; a new digest is a swap
+    /// with the same rules as an upload (a refused one leaves the running version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 5))]
+    pub poll_seconds: Option<u64>,
+    /// Keys one of which must have signed the artifact (cosign's key-pair format); also
+    /// required of every OCI source by a host run with `--require-signature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_keys: Option<KeysSource>,
+}
+
+/// A ConfigMap or Secret of the WasmPlugin's namespace whose every data entry is a PEM
+/// public key (ECDSA P-256, as `cosign generate-key-pair` writes `cosign.pub`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeysSource {
+    /// The ConfigMap's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<String>,
+    /// The Secret's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+/// The OCI artifact the host runs: the reference as the spec gives it and the manifest
+/// digest it resolved to.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactStatus {
+    /// The spec's reference.
+    pub reference: String,
+    /// The manifest digest the host pulled (`sha256:…`).
+    pub digest: String,
+    /// The trusted key whose signature verified, when one was required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
+}
+
 /// A key of a ConfigMap in the WasmPlugin's namespace.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -143,6 +261,9 @@ pub struct WasmPluginStatus {
     /// Digest of the version the host runs (or refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// The OCI artifact of the version the host runs (an `oci` source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactStatus>,
     /// `Ready`: the version is loaded and running; `Candidate`: the rollout's candidate is
     /// loaded and decides beside it.
     #[serde(default)]
@@ -240,6 +361,12 @@ mod tests {
         assert_eq!(v["subresources"]["status"], serde_json::json!({}));
         let sha = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["sha256"];
         assert_eq!(sha["pattern"], "^sha256:[0-9a-f]{64}$");
+        let oci = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["oci"];
+        assert_eq!(oci["required"], serde_json::json!(["reference"]));
+        assert_eq!(
+            oci["properties"]["pollSeconds"]["minimum"].as_f64(),
+            Some(5.0)
+        );
         let cols: Vec<&str> = v["additionalPrinterColumns"]
             .as_array()
             .unwrap()
@@ -254,6 +381,7 @@ mod tests {
                 "Candidate",
                 "Mode",
                 "Agreement",
+                "Artifact",
                 "Digest",
                 "Ready",
                 "Reason",

@@ -142,6 +142,17 @@ impl Sandbox {
         Ok(component)
     }
 
+    /// The names the component `bytes` imports and exports (for an artifact's config).
+    pub fn world_of(&self, bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), LoadError> {
+        check_header(bytes)?;
+        let component = self.compile(bytes, &digest_of(bytes))?;
+        let ty = component.component_type();
+        let engine = self.engine.engine();
+        let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        Ok((imports, exports))
+    }
+
     /// How many compiled components are kept.
     pub fn compiled_kept(&self) -> usize {
         self.cache.lock().expect("cache lock").entries.len()

@@ -13,7 +13,8 @@
 //! `wasmop_rejected_plans_total`, `wasmop_queue_depth`, `wasmop_plugin_loads_total`,
 //! `wasmop_leader`, `wasmop_api_requests_total`, `wasmop_cached_objects`,
 //! `wasmop_cache_subscribers`, `wasmop_rollout_decisions_total`, `wasmop_shard_member`,
-//! `wasmop_shard_objects`, `wasmop_shard_ring_members`, `wasmop_shard_moves_total`.
+//! `wasmop_shard_objects`, `wasmop_shard_ring_members`, `wasmop_shard_moves_total`,
+//! `wasmop_source_refusals_total`.
 
 use std::fmt;
 
@@ -208,6 +209,19 @@ pub struct Metrics {
     /// Handover steps, per plugin: `assigned`, `drain` (asked by the sharder), `released`
     /// (a drain acknowledged by this shard), `taken` (owned objects taken over).
     pub shard_moves: Family<MoveLabels, Counter>,
+    /// WasmPlugin versions refused (each new refusal once), by source and reason.
+    pub source_refusals: Family<RefusalLabels, Counter>,
+}
+
+/// Labels of [`Metrics::source_refusals`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// `NAMESPACE/NAME` of the WasmPlugin.
+    pub wasmplugin: String,
+    /// `configMap` or `oci`.
+    pub source: &'static str,
+    /// The condition's reason (`ArtifactNotFound`, `Unsigned`, `WorldMismatch`, ...).
+    pub reason: String,
 }
 
 /// Labels of [`Metrics::shard_moves`].
@@ -375,6 +389,12 @@ impl Metrics {
             "Handover steps of objects between shards, per plugin",
             shard_moves.clone(),
         );
+        let source_refusals = Family::<RefusalLabels, Counter>::default();
+        registry.register(
+            "source_refusals",
+            "WasmPlugin versions refused, by source and reason",
+            source_refusals.clone(),
+        );
 
         Metrics {
             registry,
@@ -382,6 +402,7 @@ impl Metrics {
             shard_objects,
             shard_ring_members,
             shard_moves,
+            source_refusals,
             rollout_decisions,
             reconciles,
             reconcile_errors,
