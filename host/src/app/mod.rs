@@ -97,6 +97,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.max_concurrent_calls,
         guest_memory.unwrap_or(usize::MAX),
     )?;
+    let sandbox = match &args.cache_dir {
+        Some(dir) => sandbox.with_compiled_dir(&dir.join("compiled")),
+        None => sandbox,
+    };
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new());
     let plugins_ready = health.flag("plugins");

@@ -84,10 +84,9 @@ pub(crate) fn pack(
     annotations: BTreeMap<String, String>,
 ) -> Packed {
     let config = WasmConfig {
-        created: jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .unwrap_or_else(|_| jiff::Timestamp::now())
-            .to_string(),
+        // To the nanosecond: two publishes of the same bytes are two artifacts (each with
+        // its own signatures), as with other tools.
+        created: jiff::Timestamp::now().to_string(),
         author: None,
         architecture: "wasm".into(),
         os: "wasip2".into(),

@@ -148,11 +148,27 @@ impl Rejection {
         self.reason.waits_for_permissions()
     }
 
-    /// Whether its source offers the version again by itself: it waits for permissions,
-    /// or the registry did not answer (away, slow, 5xx).
+    /// Whether its source offers the version again by itself: it waits for permissions, for
+    /// a registry that did not answer (away, slow, 5xx), for credentials or keys an admin
+    /// fixes in a Secret or ConfigMap (which change no WasmPlugin), or for an artifact not
+    /// published or signed yet. A bad artifact (digest, layout, size) waits for a new spec.
     pub fn retries(&self) -> bool {
         self.waits_for_permissions()
-            || matches!(self.reason, Reason::Pull("PullFailed" | "PullTimeout"))
+            || matches!(
+                self.reason,
+                Reason::PullSecretInvalid
+                    | Reason::TrustedKeysInvalid
+                    | Reason::Pull(
+                        "PullFailed"
+                            | "PullTimeout"
+                            | "RegistryUnauthorized"
+                            | "RegistryForbidden"
+                            | "RegistryTls"
+                            | "ArtifactNotFound"
+                            | "Unsigned"
+                            | "SignatureInvalid"
+                    )
+            )
     }
 
     pub(crate) fn from_load(e: &LoadError) -> Self {

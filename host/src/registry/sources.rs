@@ -614,6 +614,11 @@ pub(crate) async fn watch_cluster(
                     }
                 }
                 if handled.get(&origin) == Some(&wp.metadata.generation) {
+                    // The status changed (the host's own write): a later retry starts
+                    // from what it says.
+                    if let Some(w) = waiting.get_mut(&origin) {
+                        *w = wp;
+                    }
                     continue;
                 }
                 handled.insert(origin.clone(), wp.metadata.generation);

@@ -2,6 +2,7 @@
 //! the async executor with bounded concurrency.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
@@ -70,6 +71,8 @@ pub struct Sandbox {
     /// compiled itself, of versions that loaded, is ever stored here; at most
     /// [`COMPILED_KEPT`], the least recently used going first.
     cache: Arc<Mutex<Compiled>>,
+    /// Where compiled components are kept across restarts ([`Sandbox::with_compiled_dir`]).
+    disk: Option<PathBuf>,
     permits: Arc<Semaphore>,
     /// The candidates' own share ([`Sandbox::decide_candidate`]).
     candidate_permits: Arc<Semaphore>,
@@ -107,9 +110,76 @@ impl Sandbox {
             engine,
             linker: Arc::new(linker),
             cache: Arc::default(),
+            disk: None,
             permits: Arc::new(Semaphore::new(max_concurrent_calls.max(1))),
             candidate_permits: Arc::new(Semaphore::new(candidate_share(max_concurrent_calls))),
         })
+    }
+
+    /// Keeps compiled components in `dir` too (`<digest>-<engine fingerprint>.cwasm`), so
+    /// that a restart loads a version it compiled before without compiling: only files
+    /// this host wrote are read (the directory is the host's own, an `emptyDir`), and
+    /// wasmtime refuses a file of another version or engine configuration, which is then
+    /// compiled again and replaced.
+    pub fn with_compiled_dir(mut self, dir: &Path) -> Self {
+        self.disk = Some(dir.to_path_buf());
+        self
+    }
+
+    fn compiled_path(&self, digest: &str) -> Option<PathBuf> {
+        let hex = digest.strip_prefix("sha256:")?;
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let dir = self.disk.as_ref()?;
+        Some(dir.join(format!("{hex}-{:016x}.cwasm", self.engine.fingerprint())))
+    }
+
+    /// The compiled component of `digest` from the disk, if this host wrote one that the
+    /// engine accepts.
+    fn read_compiled(&self, digest: &str) -> Option<Component> {
+        let path = self.compiled_path(digest)?;
+        if !path.is_file() {
+            return None;
+        }
+        let started = std::time::Instant::now();
+        // SAFETY: wasmtime runs the machine code in this file as is. Only the host writes
+        // this directory (`write_compiled`: its own compilation, by digest, renamed into
+        // place whole); nothing pulled from a registry or uploaded is ever stored here, and
+        // wasmtime checks the file's engine and version header before using it.
+        #[allow(unsafe_code)]
+        let loaded = unsafe { Component::deserialize_file(self.engine.engine(), &path) };
+        match loaded {
+            Ok(c) => {
+                tracing::info!(%digest, ms = started.elapsed().as_millis(), "compiled component read from the disk cache");
+                Some(c)
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "a compiled component on disk is unusable; compiling again");
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Writes the compiled `component` of `digest` to the disk cache (a failure costs a
+    /// compile at the next start, so it is only logged).
+    fn write_compiled(&self, digest: &str, component: &Component) {
+        let Some(path) = self.compiled_path(digest) else {
+            return;
+        };
+        let write = || -> anyhow::Result<()> {
+            let bytes = component.serialize()?;
+            let dir = path.parent().expect("a cache path has a parent");
+            std::fs::create_dir_all(dir)?;
+            let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+            std::fs::write(&tmp, bytes)?;
+            std::fs::rename(&tmp, &path)?;
+            Ok(())
+        };
+        if let Err(e) = write() {
+            tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "could not keep the compiled component on disk");
+        }
     }
 
     /// The engine (for tools that run other components, like the test runner).
@@ -122,6 +192,9 @@ impl Sandbox {
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, LoadError> {
         let key = (digest.to_string(), self.engine.fingerprint());
         if let Some(c) = self.cache.lock().expect("cache lock").get(&key) {
+            return Ok(c);
+        }
+        if let Some(c) = self.read_compiled(digest) {
             return Ok(c);
         }
         let started = std::time::Instant::now();
@@ -174,6 +247,9 @@ impl Sandbox {
         validate_info(&info).map_err(LoadError::InvalidInfo)?;
         // Only a version that loaded is kept: a refused one is compiled again if offered
         // again, and never holds memory meanwhile.
+        if self.compiled_path(&digest).is_some_and(|p| !p.is_file()) {
+            self.write_compiled(&digest, &component);
+        }
         self.cache
             .lock()
             .expect("cache lock")

@@ -17,6 +17,7 @@ mod hotswap;
 mod identity;
 mod kinds;
 mod leader;
+mod oci;
 mod podreplica;
 mod principals;
 mod restart;

@@ -1,0 +1,409 @@
+//! End to end: plugins from an OCI registry. A real registry on loopback (distribution 2.8
+//! with TLS from a test CA and htpasswd auth) holds PodReplica v1 and v2 published by
+//! `wasmop publish` (signed with a key made by openssl); a WasmPlugin points at a tag:
+//! - a pull secret with a wrong password is refused with a clear reason (condition, Event,
+//!   metric) and the host tries again once the Secret is fixed;
+//! - v1 runs from its tag, the status names the manifest digest; repointing to v2 swaps;
+//! - a followed tag moved (by another tool: curl) to a build that traps is refused and v2
+//!   keeps deciding;
+//! - under `publicKeys` an unsigned artifact and one signed by another key are refused
+//!   naming the digest and the key; the signed one runs and the status names its signer;
+//! - the registry goes away: the running plugin keeps working, and a host restarted with
+//!   its warm disk cache (and `--require-signature`) loads v2 without the registry,
+//!   compiling nothing.
+
+use std::time::Duration;
+
+use crate::support::registry::{Registry, keypair};
+use crate::support::uploads::*;
+use crate::support::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject};
+use serde_json::json;
+
+fn pr(name: &str, size: i64) -> serde_json::Value {
+    json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+           "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}})
+}
+
+/// The WasmPlugin `podreplica`'s Ready condition (status, reason, message), once the host
+/// has observed its latest generation, and its status.
+async fn ready(client: &kube::Client) -> Option<(String, String, String, serde_json::Value)> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
+    let wp = api.get("podreplica").await.ok()?;
+    let s = wp.data["status"].clone();
+    (s["observedGeneration"].as_i64() == wp.metadata.generation).then_some(())?;
+    let c = s["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+        c["message"].as_str()?.to_string(),
+        s,
+    ))
+}
+
+/// Waits for the Ready condition with `reason`; returns its message and the status.
+async fn wait_reason(
+    client: &kube::Client,
+    reason: &str,
+    within: u64,
+) -> (String, serde_json::Value) {
+    eventually(
+        Duration::from_secs(within),
+        &format!("WasmPlugin podreplica Ready reason {reason}"),
+        || async {
+            let (_, r, m, s) = ready(client).await?;
+            (r == reason).then_some((m, s))
+        },
+    )
+    .await
+}
+
+/// Waits until PodReplica `name` has `size` live pods and a Ready message with `tag` (`""`:
+/// v1's message, which names no version).
+async fn converged_by(client: &kube::Client, name: &str, size: usize, tag: &str) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    eventually(
+        Duration::from_secs(120),
+        &format!("{name} with {size} pods decided by {tag:?}"),
+        || async {
+            let o = api.get(name).await.ok()?;
+            let msg = o.data["status"]["conditions"][0]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let by = if tag.is_empty() {
+                !msg.contains("(v")
+            } else {
+                msg.ends_with(tag)
+            };
+            by.then_some(())?;
+            converged(client, o.metadata.uid.as_deref()?, size).await
+        },
+    )
+    .await;
+}
+
+/// The notes of the Warning Events on WasmPlugin podreplica with `reason`.
+async fn warnings(client: &kube::Client, reason: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .map(|e| e.note.unwrap_or_default())
+        .collect()
+}
+
+fn metric(host: &Host, prefix: &str) -> u64 {
+    let (_, text) = host.http_get("/metrics").unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn secret(cluster: &Cluster, reg: &Registry, name: &str, password: &str) {
+    let auth = format!("{}:{password}", reg.user.0);
+    let b64 = |s: &[u8]| {
+        use std::io::Write;
+        let mut c = std::process::Command::new("base64")
+            .arg("-w0")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(s).unwrap();
+        String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
+    };
+    let config = json!({"auths": {reg.address.clone(): {"auth": b64(auth.as_bytes())}}});
+    cluster.apply_yaml(
+        &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": "default"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": b64(config.to_string().as_bytes())}}))
+        .unwrap(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn publish_point_follow_sign_and_outlive_the_registry() {
+    let cluster = Cluster::start("oci");
+    let mut reg = Registry::start("oci");
+    let keys = Scratch::new("keys");
+    let (key_a, pub_a) = keypair(&keys.0, "a");
+    let (key_b, _) = keypair(&keys.0, "b");
+    let dir = plugin_dir();
+    let v1 = reg.publish(
+        &dir.join("podreplica.wasm"),
+        "plugins/podreplica:v1",
+        Some(&key_a),
+    );
+    let v2 = reg.publish(
+        &dir.join("podreplica_v2.wasm"),
+        "plugins/podreplica:v2",
+        Some(&key_a),
+    );
+    let unsigned = reg.publish(
+        &dir.join("podreplica_v2.wasm"),
+        "plugins/podreplica:unsigned",
+        None,
+    );
+    let by_b = reg.publish(
+        &dir.join("podreplica_v2.wasm"),
+        "plugins/podreplica:by-b",
+        Some(&key_b),
+    );
+    reg.publish(
+        &dir.join("podreplica_v2.wasm"),
+        "plugins/podreplica:stable",
+        None,
+    );
+
+    cluster.grant(&["podreplica.wasm"]);
+    cluster
+        .apply_yaml(&std::fs::read_to_string(repo().join("deploy/crds/podreplica.yaml")).unwrap());
+    let cache = Scratch::new("cache");
+    let ca = reg.ca.to_str().unwrap().to_string();
+    let cache_dir = cache.0.to_str().unwrap().to_string();
+    let host_args = [
+        "--install-crds",
+        "--registry-ca",
+        &ca,
+        "--cache-dir",
+        &cache_dir,
+    ];
+    let mut host = Host::start_deployed(&cluster.kubeconfig, &[], &host_args, &[]);
+    let client = cluster.client().await;
+    wait_for_crd(&client, &wasmplugin_resource()).await;
+    wait_for_crd(&client, &podreplica_resource()).await;
+
+    // A pull secret with a wrong password: refused, said three ways, tried again.
+    secret(&cluster, &reg, "regcred", "wrong");
+    let v1_ref = format!("oci://{}:v1", reg.repo("plugins/podreplica"));
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &["push", "podreplica", &v1_ref, "--pull-secret", "regcred"],
+    );
+    assert!(!ok, "a wrong password is no verdict of success: {text}");
+    assert!(text.contains("RegistryUnauthorized"), "{text}");
+    let (message, _) = wait_reason(&client, "RegistryUnauthorized", 30).await;
+    assert!(message.contains("401"), "{message}");
+    assert!(
+        warnings(&client, "RegistryUnauthorized").await.len() == 1,
+        "one Warning Event for the refusal, not one per retry"
+    );
+    assert_eq!(
+        metric(
+            &host,
+            "wasmop_source_refusals_total{wasmplugin=\"default/podreplica\",source=\"oci\",reason=\"RegistryUnauthorized\"}"
+        ),
+        1
+    );
+    // The admin fixes the Secret (no change to the WasmPlugin): the host's retry pulls v1.
+    secret(&cluster, &reg, "regcred", &reg.user.1.clone());
+    let (_, status) = wait_reason(&client, "Loaded", 30).await;
+    assert_eq!(status["artifact"]["digest"], v1, "{status}");
+    assert_eq!(
+        status["artifact"]["reference"],
+        v1_ref.trim_start_matches("oci://")
+    );
+    let columns = String::from_utf8(
+        cluster
+            .kubectl()
+            .args(["get", "wasmplugins", "-n", "default"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        columns.contains("ARTIFACT") && columns.contains(&v1),
+        "{columns}"
+    );
+    for i in 0..3 {
+        apply(
+            &client,
+            &podreplica_resource(),
+            "default",
+            &pr(&format!("oci-{i}"), 2),
+        )
+        .await
+        .unwrap();
+    }
+    for i in 0..3 {
+        converged_by(&client, &format!("oci-{i}"), 2, "").await;
+    }
+
+    // Repoint to v2: a swap, as an upload is.
+    let v2_ref = format!("oci://{}:v2", reg.repo("plugins/podreplica"));
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &["push", "podreplica", &v2_ref, "--pull-secret", "regcred"],
+    );
+    assert!(ok, "{text}");
+    let (_, status) = wait_reason(&client, "Loaded", 30).await;
+    assert_eq!(status["artifact"]["digest"], v2);
+    apply(&client, &podreplica_resource(), "default", &pr("oci-0", 3))
+        .await
+        .unwrap();
+    converged_by(&client, "oci-0", 3, "(v2)").await;
+
+    // Follow a tag; another tool moves it to a build that traps in info(): refused, v2 stays.
+    let stable = format!("oci://{}:stable", reg.repo("plugins/podreplica"));
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &[
+            "push",
+            "podreplica",
+            &stable,
+            "--pull-secret",
+            "regcred",
+            "--poll-seconds",
+            "5",
+        ],
+    );
+    assert!(ok, "{text}");
+    let trap = plugin_bytes("wasmop_hostile_trap_info.wasm");
+    let moved = reg.push_raw("plugins/podreplica", "stable", &trap);
+    let (message, status) = wait_reason(&client, "InfoFailed", 30).await;
+    assert!(!message.is_empty());
+    assert_eq!(status["pluginVersion"], "0.1.0-v2", "{status}");
+    assert!(
+        warnings(&client, "InfoFailed")
+            .await
+            .iter()
+            .any(|n| n.contains("refused")),
+        "an Event for the refused tag move to {moved}"
+    );
+    apply(&client, &podreplica_resource(), "default", &pr("oci-1", 3))
+        .await
+        .unwrap();
+    converged_by(&client, "oci-1", 3, "(v2)").await;
+
+    // Signatures: the WasmPlugin trusts key A.
+    cluster.apply_yaml(
+        &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "trusted", "namespace": "default"},
+            "data": {"a.pub": std::fs::read_to_string(&pub_a).unwrap()}}))
+        .unwrap(),
+    );
+    for (tag, reason, digest) in [
+        ("unsigned", "Unsigned", &unsigned),
+        ("by-b", "SignatureInvalid", &by_b),
+    ] {
+        let r = format!("oci://{}:{tag}", reg.repo("plugins/podreplica"));
+        let (ok, text) = wasmop_on(
+            &cluster,
+            &[
+                "push",
+                "podreplica",
+                &r,
+                "--pull-secret",
+                "regcred",
+                "--public-keys",
+                "trusted",
+            ],
+        );
+        assert!(!ok, "{tag}: {text}");
+        let (message, status) = wait_reason(&client, reason, 30).await;
+        assert!(
+            message.contains(digest.as_str()),
+            "{reason} names the digest: {message}"
+        );
+        assert!(
+            message.contains("ConfigMap default/trusted key a.pub"),
+            "{reason} names the key: {message}"
+        );
+        assert_eq!(
+            status["pluginVersion"], "0.1.0-v2",
+            "v2 keeps running: {status}"
+        );
+    }
+    assert!(
+        metric(
+            &host,
+            "wasmop_source_refusals_total{wasmplugin=\"default/podreplica\",source=\"oci\",reason=\"Unsigned\"}"
+        ) >= 1
+    );
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &[
+            "push",
+            "podreplica",
+            &v2_ref,
+            "--pull-secret",
+            "regcred",
+            "--public-keys",
+            "trusted",
+        ],
+    );
+    assert!(ok, "{text}");
+    let (_, status) = wait_reason(&client, "Loaded", 30).await;
+    assert!(
+        status["artifact"]["signedBy"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("a.pub"),
+        "{status}"
+    );
+
+    // The registry goes away: v2 keeps deciding; a restart (requiring signatures now)
+    // loads it from the disk, compiling nothing.
+    reg.stop();
+    apply(&client, &podreplica_resource(), "default", &pr("oci-2", 3))
+        .await
+        .unwrap();
+    converged_by(&client, "oci-2", 3, "(v2)").await;
+    assert!(host.terminate(Duration::from_secs(15)));
+    let pub_a_s = pub_a.to_str().unwrap().to_string();
+    let mut args = host_args.to_vec();
+    args.extend(["--require-signature", "--trusted-key", &pub_a_s]);
+    let started = std::time::Instant::now();
+    host = Host::start_deployed(&cluster.kubeconfig, &[], &args, &[]);
+    eventually(
+        Duration::from_secs(30),
+        "the restarted host runs v2",
+        || async {
+            host.log_text()
+                .contains("WasmPlugin accepted")
+                .then_some(())
+        },
+    )
+    .await;
+    let log = host.log_text();
+    println!(
+        "# restart with warm caches, registry away: plugin accepted after {:?}",
+        started.elapsed()
+    );
+    assert!(log.contains("from_disk=true"), "{log}");
+    assert!(
+        log.contains("compiled component read from the disk cache"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("compiled (functions reused"),
+        "compiled again:\n{log}"
+    );
+    apply(&client, &podreplica_resource(), "default", &pr("oci-2", 1))
+        .await
+        .unwrap();
+    converged_by(&client, "oci-2", 1, "(v2)").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    assert!(
+        !pods
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    reg.restart();
+}
