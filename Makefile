@@ -42,7 +42,7 @@ GUEST_INPUTS := $(shell find guests contract wit -type f) Cargo.toml Cargo.lock 
 TEST_SUITES := lint host plugins cluster test-unit test-guests-wasm golden sdk-check \
   crds-check cluster-test e2e bench-smoke image deploy-test
 
-.PHONY: all setup host plugins cluster test lint test-unit e2e bench bench-scale bench-smoke test-guests-wasm golden sdk-check crds crds-check cluster-test demo clean-cache
+.PHONY: all setup host plugins cluster test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check cluster-test demo clean-cache
 
 all: host plugins
 
@@ -181,6 +181,12 @@ bench: plugins
 ## floor, on fresh local control planes (arguments: BENCH_SCALE_ARGS="--objects 300")
 bench-scale: host plugins cluster
 	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench scale -- $(BENCH_SCALE_ARGS)
+
+## bench-oci: pull and load times of plugins from a registry, cold and warm (scripts/bench-oci);
+## the large component is PodReplica built without optimisation (dev profile, debug info)
+bench-oci: host plugins cluster
+	cargo build --locked --target wasm32-wasip2 -p podreplica
+	scripts/bench-oci $(BENCH_OCI_ARGS)
 
 ## bench-smoke: bench-scale with 100 PodReplicas, asserting correctness only (in make test)
 bench-smoke: host plugins cluster
