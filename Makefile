@@ -39,10 +39,10 @@ GUEST_INPUTS := $(shell find guests contract wit -type f) Cargo.toml Cargo.lock 
 
 # The suites of `make test`, in order; scripts/test-suites runs each, times it and prints a
 # summary. The builds come first as suites of their own, so their cost shows in every log.
-TEST_SUITES := lint host plugins cluster test-unit test-guests-wasm golden sdk-check \
+TEST_SUITES := lint host plugins cluster tools test-unit test-guests-wasm golden sdk-check \
   crds-check cluster-test e2e bench-smoke image deploy-test
 
-.PHONY: all setup host plugins cluster test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check cluster-test demo clean-cache
+.PHONY: all setup host plugins cluster tools test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check cluster-test demo clean-cache
 
 all: host plugins
 
@@ -90,6 +90,11 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_broken.wasm
 	touch $@
 
+## tools: build cosign and oras, the independent OCI tools the interop test checks wasmop
+## against (once per machine; cached under ~/.cache/wasmop/tools)
+tools:
+	tests/registry/build-tools >/dev/null
+
 ## cluster: build the local control plane (once per machine; cached under ~/.cache/wasmop)
 cluster:
 	tests/cluster/build >/dev/null
@@ -120,7 +125,7 @@ test-unit: host plugins
 ## compiling). A failed test stops neither group.
 E2E_ALONE := shards:: size:: restart:: hotswap:: dev:: scaffold:: tutorial::
 E2E_TEST := cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e --
-e2e: host plugins cluster
+e2e: host plugins cluster tools
 	status=0; \
 	$(E2E_TEST) --test-threads=2 --show-output $(addprefix --skip ,$(E2E_ALONE)) || status=1; \
 	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_ALONE) || status=1; \

@@ -45,6 +45,8 @@ pub enum Command {
     /// Sign a published plugin (cosign's key-pair format, stored beside it as
     /// `sha256-<digest>.sig`).
     Sign(crate::cmd::publish::SignArgs),
+    /// Check a published plugin's cosign signatures against public keys, as the host does.
+    Verify(crate::cmd::publish::VerifyArgs),
     /// Make a WasmPlugin's candidate (pushed with --shadow or --canary) its active version;
     /// every object is reconciled by it.
     Promote(crate::cmd::rollout::EndArgs),
@@ -142,6 +144,7 @@ pub fn main() -> ExitCode {
             block_on(crate::cmd::publish::publish(a)).map(|()| ExitCode::SUCCESS)
         }
         Command::Sign(a) => block_on(crate::cmd::publish::sign(a)).map(|()| ExitCode::SUCCESS),
+        Command::Verify(a) => block_on(crate::cmd::publish::verify(a)).map(exit_if),
         Command::Promote(a) => block_on(crate::cmd::rollout::run(a, true)).map(exit_if),
         Command::Abort(a) => block_on(crate::cmd::rollout::run(a, false)).map(exit_if),
         Command::Replay(a) => offline::replay::run(a).map(exit_if),

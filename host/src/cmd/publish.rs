@@ -184,3 +184,48 @@ pub async fn sign(args: &SignArgs) -> anyhow::Result<()> {
     println!("signed {}@{digest} ({tag})", reference.whole());
     Ok(())
 }
+
+/// Arguments of `wasmop verify`.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// The artifact: `REGISTRY/REPOSITORY:TAG` or `...@sha256:DIGEST`.
+    pub reference: String,
+    /// A trusted public key (PEM, ECDSA P-256: `cosign.pub`); repeatable.
+    #[arg(long = "key", required = true)]
+    pub keys: Vec<PathBuf>,
+    /// The registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Runs `wasmop verify`: checks the artifact's cosign signatures as the host does; returns
+/// whether one of the keys signed it.
+pub async fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
+    let reference = parse(&args.reference)?;
+    let mut keys = Vec::new();
+    for path in &args.keys {
+        let pem =
+            std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        keys.push(
+            signature::PublicKey::from_pem(&pem, &path.display().to_string())
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
+    let remote = args.registry.remote(reference.resolve_registry())?;
+    let digest = remote.resolve(&reference).await?;
+    match signature::verify(&remote, &reference, &digest, &keys).await {
+        Ok(v) => {
+            println!(
+                "verified {}@{digest}: signed by {} ({})",
+                reference.whole(),
+                v.key.name,
+                v.key.fingerprint
+            );
+            Ok(true)
+        }
+        Err(e) => {
+            println!("not verified: {}: {e}", e.reason());
+            Ok(false)
+        }
+    }
+}

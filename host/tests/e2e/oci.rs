@@ -407,3 +407,192 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     );
     reg.restart();
 }
+
+/// The cached bin directory of cosign and oras (`tests/registry/build-tools`; `make tools`).
+fn tools() -> std::path::PathBuf {
+    let out = std::process::Command::new(repo().join("tests/registry/build-tools"))
+        .output()
+        .expect("run tests/registry/build-tools");
+    assert!(
+        out.status.success(),
+        "tests/registry/build-tools: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Runs an independent tool against the registry (its CA, credentials in a Docker config);
+/// returns whether it succeeded and what it printed.
+fn run_tool(
+    reg: &Registry,
+    dir: &std::path::Path,
+    tool: &std::path::Path,
+    args: &[&str],
+) -> (bool, String) {
+    let auth = {
+        use std::io::Write;
+        let mut c = std::process::Command::new("base64")
+            .arg("-w0")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{}:{}", reg.user.0, reg.user.1).as_bytes())
+            .unwrap();
+        String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
+    };
+    std::fs::write(
+        dir.join("config.json"),
+        json!({"auths": {reg.address.clone(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let out = std::process::Command::new(tool)
+        .args(args)
+        .current_dir(dir)
+        .env("DOCKER_CONFIG", dir)
+        .env("SSL_CERT_FILE", &reg.ca)
+        .env("COSIGN_PASSWORD", "")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn cosign_and_oras_read_what_wasmop_writes_and_the_other_way_round() {
+    let bin = tools();
+    let (cosign, oras) = (bin.join("cosign"), bin.join("oras"));
+    let reg = Registry::start("interop");
+    let dir = Scratch::new("interop");
+    let (key, public) = keypair(&dir.0, "w");
+    let component = plugin_dir().join("podreplica.wasm");
+    let repo = reg.repo("plugins/interop");
+
+    // wasmop publishes and signs; cosign verifies with the public key alone.
+    let digest = reg.publish(&component, "plugins/interop:v1", Some(&key));
+    let pinned = format!("{repo}@{digest}");
+    let (ok, text) = run_tool(
+        &reg,
+        &dir.0,
+        &cosign,
+        &[
+            "verify",
+            "--key",
+            public.to_str().unwrap(),
+            "--insecure-ignore-tlog=true",
+            &pinned,
+        ],
+    );
+    assert!(ok, "cosign verify of wasmop's signature: {text}");
+    assert!(text.contains(&digest), "{text}");
+
+    // cosign signs (its own key pair, imported from an openssl key); wasmop verifies.
+    let (ckey, _) = keypair(&dir.0, "c");
+    let (ok, text) = run_tool(
+        &reg,
+        &dir.0,
+        &cosign,
+        &[
+            "import-key-pair",
+            "--key",
+            ckey.to_str().unwrap(),
+            "--output-key-prefix",
+            "cosign",
+        ],
+    );
+    assert!(ok, "cosign import-key-pair: {text}");
+    let unsigned = reg.publish(&component, "plugins/interop:v2", None);
+    let ca = reg.ca.to_str().unwrap().to_string();
+    let v2 = format!("{repo}:v2");
+    let verify = |key: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .args([
+                "verify",
+                &v2,
+                "--key",
+                key,
+                "--registry-ca",
+                &ca,
+                "--username",
+                &reg.user.0,
+            ])
+            .env("WASMOP_REGISTRY_PASSWORD", &reg.user.1)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let cosign_pub = dir.0.join("cosign.pub");
+    let (code, text) = verify(cosign_pub.to_str().unwrap());
+    assert_eq!(code, Some(1), "not signed yet: {text}");
+    assert!(
+        text.contains("Unsigned") && text.contains(&unsigned),
+        "{text}"
+    );
+    let (ok, text) = run_tool(
+        &reg,
+        &dir.0,
+        &cosign,
+        &[
+            "sign",
+            "--key",
+            "cosign.key",
+            "--tlog-upload=false",
+            "--yes",
+            &format!("{repo}@{unsigned}"),
+        ],
+    );
+    assert!(ok, "cosign sign: {text}");
+    let (code, text) = verify(cosign_pub.to_str().unwrap());
+    assert_eq!(code, Some(0), "wasmop verify of cosign's signature: {text}");
+    assert!(
+        text.contains("signed by") && text.contains("cosign.pub"),
+        "{text}"
+    );
+    // Another key does not verify it.
+    let (code, text) = verify(public.to_str().unwrap());
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("SignatureInvalid"), "{text}");
+
+    // oras, an OCI artifact client, sees the wasm layout and pulls the component intact.
+    let (ok, text) = run_tool(&reg, &dir.0, &oras, &["manifest", "fetch", &pinned]);
+    assert!(ok, "oras manifest fetch: {text}");
+    let manifest: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
+    assert_eq!(
+        manifest["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
+    assert_eq!(manifest["layers"][0]["mediaType"], "application/wasm");
+    let out = dir.0.join("pulled");
+    let (ok, text) = run_tool(
+        &reg,
+        &dir.0,
+        &oras,
+        &[
+            "blob",
+            "fetch",
+            "--output",
+            out.to_str().unwrap(),
+            &format!(
+                "{repo}@{}",
+                manifest["layers"][0]["digest"].as_str().unwrap()
+            ),
+        ],
+    );
+    assert!(ok, "oras blob fetch: {text}");
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(&component).unwrap()
+    );
+}
