@@ -89,7 +89,8 @@ async fn converged_by(client: &kube::Client, name: &str, size: usize, tag: &str)
     .await;
 }
 
-/// The notes of the Warning Events on WasmPlugin podreplica with `reason`.
+/// The notes of the Warning Events on WasmPlugin podreplica with `reason`, each as often as
+/// it was published (a repeated Event is one object whose series counts the repeats).
 async fn warnings(client: &kube::Client, reason: &str) -> Vec<String> {
     Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
         .list(&Default::default())
@@ -98,7 +99,10 @@ async fn warnings(client: &kube::Client, reason: &str) -> Vec<String> {
         .items
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some(reason))
-        .map(|e| e.note.unwrap_or_default())
+        .flat_map(|e| {
+            let times = e.series.as_ref().map_or(1, |s| s.count.max(1)) as usize;
+            std::iter::repeat_n(e.note.unwrap_or_default(), times)
+        })
         .collect()
 }
 
@@ -288,6 +292,110 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         .unwrap();
     converged_by(&client, "oci-1", 3, "(v2)").await;
 
+    // What is not a wasm plugin artifact, or not there, or not what the spec pins: refused
+    // with its reason, v2 keeps deciding.
+    let index = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "digest": v2, "size": 1, "platform": {"architecture": "wasm", "os": "wasip2"}}]});
+    reg.put_manifest(
+        "plugins/podreplica",
+        "index",
+        &index,
+        "application/vnd.oci.image.index.v1+json",
+    );
+    let image = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": reg.put_blob("plugins/podreplica", b"{}"), "size": 2},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "digest": reg.put_blob("plugins/podreplica", b"layer"), "size": 5}]});
+    reg.put_manifest(
+        "plugins/podreplica",
+        "image",
+        &image,
+        "application/vnd.oci.image.manifest.v1+json",
+    );
+    let other = Registry::start("oci-other");
+    other.publish(&dir.join("podreplica.wasm"), "plugins/podreplica:v1", None);
+    let wrong_pin = format!("sha256:{}", "0".repeat(64));
+    let wps: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
+    let merge = |patch: serde_json::Value| {
+        let wps = wps.clone();
+        async move {
+            wps.patch(
+                "podreplica",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let refusals = [
+        (
+            format!("oci://{}:missing", reg.repo("plugins/podreplica")),
+            None,
+            "ArtifactNotFound",
+        ),
+        (
+            format!("oci://{}:index", reg.repo("plugins/podreplica")),
+            None,
+            "ManifestList",
+        ),
+        (
+            format!("oci://{}:image", reg.repo("plugins/podreplica")),
+            None,
+            "WrongMediaType",
+        ),
+        // A registry whose CA the host does not trust.
+        (
+            format!("oci://{}:v1", other.repo("plugins/podreplica")),
+            None,
+            "RegistryTls",
+        ),
+        (v2_ref.clone(), Some(wrong_pin.clone()), "DigestMismatch"),
+    ];
+    for (reference, pin, reason) in &refusals {
+        // The other registry is asked anonymously: its TLS handshake fails first.
+        let mut args = vec!["push", "podreplica", reference.as_str()];
+        if !reference.contains(&other.address) {
+            args.extend(["--pull-secret", "regcred"]);
+        }
+        let (ok, text) = wasmop_on(&cluster, &args);
+        match pin {
+            Some(pin) => {
+                assert!(ok, "{text}");
+                merge(json!({"spec": {"sha256": pin}})).await;
+            }
+            None => assert!(!ok, "{reference}: {text}"),
+        }
+        let (message, status) = wait_reason(&client, reason, 30).await;
+        println!("# {reason}: {message}");
+        assert_eq!(
+            status["pluginVersion"], "0.1.0-v2",
+            "{reason}: v2 keeps running: {status}"
+        );
+        assert_eq!(
+            warnings(&client, reason).await.len(),
+            1,
+            "{reason}: one Warning Event"
+        );
+        let counted = format!(
+            "wasmop_source_refusals_total{{wasmplugin=\"default/podreplica\",source=\"oci\",reason=\"{reason}\"}}"
+        );
+        assert!(metric(&host, &counted) >= 1, "{reason} counted");
+        if pin.is_some() {
+            merge(json!({"spec": {"sha256": null}})).await;
+        }
+    }
+    // An unqualified reference: the CLI refuses it, and so does the host when written by hand.
+    let (ok, text) = wasmop_on(&cluster, &["push", "podreplica", "oci://podreplica:v2"]);
+    assert!(!ok && text.contains("name the registry in full"), "{text}");
+    merge(json!({"spec": {"oci": {"reference": "podreplica:v2"}}})).await;
+    let (message, _) = wait_reason(&client, "InvalidReference", 30).await;
+    assert!(message.contains("name the registry in full"), "{message}");
+    drop(other);
+
     // Signatures: the WasmPlugin trusts key A.
     cluster.apply_yaml(
         &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -405,7 +513,22 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
             .items
             .is_empty()
     );
+
+    // The registry is back; the host requires signatures of every OCI source now, so the
+    // unsigned artifact is refused without publicKeys in the WasmPlugin.
     reg.restart();
+    let r = format!("oci://{}:unsigned", reg.repo("plugins/podreplica"));
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &["push", "podreplica", &r, "--pull-secret", "regcred"],
+    );
+    assert!(!ok, "{text}");
+    let (message, status) = wait_reason(&client, "Unsigned", 30).await;
+    assert!(
+        message.contains(&unsigned) && message.contains(&pub_a_s),
+        "{message}"
+    );
+    assert_eq!(status["pluginVersion"], "0.1.0-v2");
 }
 
 /// The cached bin directory of cosign and oras (`tests/registry/build-tools`; `make tools`).

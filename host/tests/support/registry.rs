@@ -128,19 +128,15 @@ impl Registry {
         c
     }
 
-    /// Pushes `component` under `REPO:TAG` as another tool writing the CNCF wasm layout
-    /// would (curl, no wasmop code); returns the manifest digest.
-    pub fn push_raw(&self, repo: &str, tag: &str, component: &[u8]) -> String {
-        let config = br#"{"architecture":"wasm","os":"wasip2","layerDigests":[],"component":null,"created":"2026-01-01T00:00:00Z"}"#;
-        let layer = self.put_blob(repo, component);
-        let cfg = self.put_blob(repo, config);
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": cfg, "size": config.len()},
-            "layers": [{"mediaType": "application/wasm", "digest": layer, "size": component.len()}],
-        });
-        let body = serde_json::to_vec(&manifest).unwrap();
+    /// Puts `manifest` under `REPO:TAG` with `media_type` (curl); returns its digest.
+    pub fn put_manifest(
+        &self,
+        repo: &str,
+        tag: &str,
+        manifest: &serde_json::Value,
+        media_type: &str,
+    ) -> String {
+        let body = serde_json::to_vec(manifest).unwrap();
         let file = self.state.join("manifest.json");
         std::fs::write(&file, &body).unwrap();
         let out = self
@@ -149,7 +145,7 @@ impl Registry {
                 "-X",
                 "PUT",
                 "-H",
-                "Content-Type: application/vnd.oci.image.manifest.v1+json",
+                &format!("Content-Type: {media_type}"),
                 "--data-binary",
             ])
             .arg(format!("@{}", file.display()))
@@ -167,7 +163,28 @@ impl Registry {
         sha256(&body)
     }
 
-    fn put_blob(&self, repo: &str, bytes: &[u8]) -> String {
+    /// Pushes `component` under `REPO:TAG` as another tool writing the CNCF wasm layout
+    /// would (curl, no wasmop code); returns the manifest digest.
+    pub fn push_raw(&self, repo: &str, tag: &str, component: &[u8]) -> String {
+        let config = br#"{"architecture":"wasm","os":"wasip2","layerDigests":[],"component":null,"created":"2026-01-01T00:00:00Z"}"#;
+        let layer = self.put_blob(repo, component);
+        let cfg = self.put_blob(repo, config);
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": cfg, "size": config.len()},
+            "layers": [{"mediaType": "application/wasm", "digest": layer, "size": component.len()}],
+        });
+        self.put_manifest(
+            repo,
+            tag,
+            &manifest,
+            "application/vnd.oci.image.manifest.v1+json",
+        )
+    }
+
+    /// Pushes blob `bytes` into `repo` (curl: POST, then PUT with the digest); its digest.
+    pub fn put_blob(&self, repo: &str, bytes: &[u8]) -> String {
         let digest = sha256(bytes);
         let file = self.state.join("blob");
         std::fs::write(&file, bytes).unwrap();
