@@ -254,3 +254,62 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_client::errors::{OciEnvelope, OciError};
+
+    fn envelope(code: OciErrorCode) -> OciDistributionError {
+        OciDistributionError::RegistryError {
+            envelope: OciEnvelope {
+                errors: vec![OciError {
+                    code,
+                    message: "the registry's words".into(),
+                    detail: serde_json::Value::Null,
+                }],
+            },
+            url: "https://r/v2/p/manifests/v1".into(),
+        }
+    }
+
+    fn server(code: u16) -> OciDistributionError {
+        OciDistributionError::ServerError {
+            code,
+            url: "https://r/v2/p/manifests/v1".into(),
+            message: "m".into(),
+        }
+    }
+
+    /// What each answer of a registry becomes (401/403/404/5xx by status or by error code);
+    /// the e2e test `oci` meets 401, 404 and TLS failures from a real registry, which has no
+    /// 403 (distribution's htpasswd authenticates but does not authorize).
+    #[test]
+    fn registry_answers_map_to_reasons_a_user_acts_on() {
+        let reason = |e| PullError::from_client("r/p:v1", e).reason();
+        assert_eq!(reason(server(401)), "RegistryUnauthorized");
+        assert_eq!(reason(server(403)), "RegistryForbidden");
+        assert_eq!(reason(server(404)), "ArtifactNotFound");
+        assert_eq!(reason(server(503)), "PullFailed");
+        assert_eq!(reason(envelope(OciErrorCode::Denied)), "RegistryForbidden");
+        assert_eq!(
+            reason(envelope(OciErrorCode::Unauthorized)),
+            "RegistryUnauthorized"
+        );
+        assert_eq!(
+            reason(envelope(OciErrorCode::NameUnknown)),
+            "ArtifactNotFound"
+        );
+        assert_eq!(
+            reason(envelope(OciErrorCode::Toomanyrequests)),
+            "PullFailed"
+        );
+        let e = PullError::from_client("r/p:v1", envelope(OciErrorCode::Denied));
+        assert_eq!(
+            e.to_string(),
+            "r/p:v1: access denied (403 Forbidden): the registry's words"
+        );
+        assert!(PullError::from_client("r/p:v1", server(503)).is_transient());
+        assert!(!PullError::from_client("r/p:v1", server(403)).is_transient());
+    }
+}

@@ -82,15 +82,7 @@ impl Store {
     }
 
     fn write(&self, rel: &str, bytes: &[u8]) {
-        let path = self.dir.join(rel);
-        let write = || -> std::io::Result<()> {
-            let dir = path.parent().expect("a store path has a parent");
-            std::fs::create_dir_all(dir)?;
-            let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-            std::fs::write(&tmp, bytes)?;
-            std::fs::rename(&tmp, &path)
-        };
-        if let Err(e) = write() {
+        if let Err(e) = crate::runtime::disk::write_whole(&self.dir.join(rel), bytes) {
             tracing::warn!(dir = %self.dir.display(), error = %e, "could not keep a pulled artifact on disk");
         }
     }

@@ -16,7 +16,12 @@ pub fn promote_patch(wp: &WasmPlugin) -> Result<Value, String> {
             wp.metadata.name.as_deref().unwrap_or_default()
         )
     })?;
-    Ok(json!({"spec": {"configMap": r.config_map, "sha256": r.sha256, "rollout": null}}))
+    // Every source field of the candidate, `null` for the absent ones: a merge patch
+    // removes what the active version had (a ConfigMap when the candidate is OCI, say).
+    Ok(
+        json!({"spec": {"configMap": r.config_map, "sha256": r.sha256, "oci": r.oci,
+        "rollout": null}}),
+    )
 }
 
 /// The merge patch that drops the candidate.
@@ -61,7 +66,17 @@ mod tests {
         assert_eq!(
             patch,
             json!({"spec": {"configMap": {"name": "wasmplugin-p-alt", "key": "plugin.wasm.gz"},
-                "sha256": cand, "rollout": null}})
+                "sha256": cand, "oci": null, "rollout": null}})
+        );
+        // An OCI candidate replaces the ConfigMap source.
+        let oci = wp(Some(
+            json!({"oci": {"reference": "r.io/p:2", "pullSecret": "s"},
+            "strategy": "Shadow"}),
+        ));
+        assert_eq!(
+            promote_patch(&oci).unwrap(),
+            json!({"spec": {"configMap": null, "sha256": null,
+                "oci": {"reference": "r.io/p:2", "pullSecret": "s"}, "rollout": null}})
         );
         let e = promote_patch(&wp(None)).unwrap_err();
         assert!(e.contains("has no candidate"), "{e}");

@@ -10,6 +10,7 @@
 mod bindings;
 pub mod budget;
 pub mod call;
+pub(crate) mod disk;
 pub mod engine;
 pub mod error;
 pub mod function_cache;

@@ -169,12 +169,7 @@ impl Sandbox {
             return;
         };
         let write = || -> anyhow::Result<()> {
-            let bytes = component.serialize()?;
-            let dir = path.parent().expect("a cache path has a parent");
-            std::fs::create_dir_all(dir)?;
-            let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-            std::fs::write(&tmp, bytes)?;
-            std::fs::rename(&tmp, &path)?;
+            crate::runtime::disk::write_whole(&path, &component.serialize()?)?;
             Ok(())
         };
         if let Err(e) = write() {

@@ -26,24 +26,8 @@ fn pr(name: &str, size: i64) -> serde_json::Value {
            "metadata": {"name": name, "namespace": "default"}, "spec": {"size": size}})
 }
 
-/// The WasmPlugin `podreplica`'s Ready condition (status, reason, message), once the host
-/// has observed its latest generation, and its status.
 async fn ready(client: &kube::Client) -> Option<(String, String, String, serde_json::Value)> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
-    let wp = api.get("podreplica").await.ok()?;
-    let s = wp.data["status"].clone();
-    (s["observedGeneration"].as_i64() == wp.metadata.generation).then_some(())?;
-    let c = s["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Ready")?;
-    Some((
-        c["status"].as_str()?.to_string(),
-        c["reason"].as_str()?.to_string(),
-        c["message"].as_str()?.to_string(),
-        s,
-    ))
+    ready_condition_in(client, "default", "podreplica").await
 }
 
 /// Waits for the Ready condition with `reason`; returns its message and the status.
@@ -89,23 +73,6 @@ async fn converged_by(client: &kube::Client, name: &str, size: usize, tag: &str)
     .await;
 }
 
-/// The notes of the Warning Events on WasmPlugin podreplica with `reason`, each as often as
-/// it was published (a repeated Event is one object whose series counts the repeats).
-async fn warnings(client: &kube::Client, reason: &str) -> Vec<String> {
-    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .flat_map(|e| {
-            let times = e.series.as_ref().map_or(1, |s| s.count.max(1)) as usize;
-            std::iter::repeat_n(e.note.unwrap_or_default(), times)
-        })
-        .collect()
-}
-
 fn metric(host: &Host, prefix: &str) -> u64 {
     let (_, text) = host.http_get("/metrics").unwrap();
     text.lines()
@@ -115,24 +82,14 @@ fn metric(host: &Host, prefix: &str) -> u64 {
 }
 
 fn secret(cluster: &Cluster, reg: &Registry, name: &str, password: &str) {
-    let auth = format!("{}:{password}", reg.user.0);
-    let b64 = |s: &[u8]| {
-        use std::io::Write;
-        let mut c = std::process::Command::new("base64")
-            .arg("-w0")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin.take().unwrap().write_all(s).unwrap();
-        String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
-    };
-    let config = json!({"auths": {reg.address.clone(): {"auth": b64(auth.as_bytes())}}});
+    use base64::Engine as _;
+    let config = reg.docker_config(password).to_string();
+    let b64 = |s: &[u8]| base64::engine::general_purpose::STANDARD.encode(s);
     cluster.apply_yaml(
         &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": name, "namespace": "default"},
             "type": "kubernetes.io/dockerconfigjson",
-            "data": {".dockerconfigjson": b64(config.to_string().as_bytes())}}))
+            "data": {".dockerconfigjson": b64(config.as_bytes())}}))
         .unwrap(),
     );
 }
@@ -201,7 +158,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     let (message, _) = wait_reason(&client, "RegistryUnauthorized", 30).await;
     assert!(message.contains("401"), "{message}");
     assert!(
-        warnings(&client, "RegistryUnauthorized").await.len() == 1,
+        event_notes(&client, "RegistryUnauthorized").await.len() == 1,
         "one Warning Event for the refusal, not one per retry"
     );
     assert_eq!(
@@ -260,6 +217,31 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         .unwrap();
     converged_by(&client, "oci-0", 3, "(v2)").await;
 
+    // An OCI candidate in shadow beside v2, promoted by `wasmop promote`: the spec takes its
+    // reference; then v2 again.
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &[
+            "push",
+            "podreplica",
+            &v1_ref,
+            "--pull-secret",
+            "regcred",
+            "--shadow",
+        ],
+    );
+    assert!(ok && text.contains("candidate accepted"), "{text}");
+    let (ok, text) = wasmop_on(&cluster, &["promote", "podreplica"]);
+    assert!(ok, "{text}");
+    let (_, status) = wait_reason(&client, "Loaded", 30).await;
+    assert_eq!(status["artifact"]["digest"], v1, "{status}");
+    assert_eq!(status["pluginVersion"], "0.1.0", "{status}");
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &["push", "podreplica", &v2_ref, "--pull-secret", "regcred"],
+    );
+    assert!(ok, "{text}");
+
     // Follow a tag; another tool moves it to a build that traps in info(): refused, v2 stays.
     let stable = format!("oci://{}:stable", reg.repo("plugins/podreplica"));
     let (ok, text) = wasmop_on(
@@ -281,7 +263,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     assert!(!message.is_empty());
     assert_eq!(status["pluginVersion"], "0.1.0-v2", "{status}");
     assert!(
-        warnings(&client, "InfoFailed")
+        event_notes(&client, "InfoFailed")
             .await
             .iter()
             .any(|n| n.contains("refused")),
@@ -376,7 +358,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
             "{reason}: v2 keeps running: {status}"
         );
         assert_eq!(
-            warnings(&client, reason).await.len(),
+            event_notes(&client, reason).await.len(),
             1,
             "{reason}: one Warning Event"
         );
@@ -473,7 +455,16 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     assert!(host.terminate(Duration::from_secs(15)));
     let pub_a_s = pub_a.to_str().unwrap().to_string();
     let mut args = host_args.to_vec();
-    args.extend(["--require-signature", "--trusted-key", &pub_a_s]);
+    // Also a small size cap and a short pull timeout, for the last refusals below.
+    args.extend([
+        "--require-signature",
+        "--trusted-key",
+        &pub_a_s,
+        "--oci-max-bytes",
+        "600000",
+        "--oci-timeout-seconds",
+        "3",
+    ]);
     let started = std::time::Instant::now();
     host = Host::start_deployed(&cluster.kubeconfig, &[], &args, &[]);
     eventually(
@@ -529,6 +520,52 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         "{message}"
     );
     assert_eq!(status["pluginVersion"], "0.1.0-v2");
+
+    // Over the size cap (600,000 bytes; PodReplica is 0.9 MB): refused before the download.
+    reg.publish(
+        &dir.join("podreplica_renamed.wasm"),
+        "plugins/podreplica:big",
+        Some(&key_a),
+    );
+    let big = format!("oci://{}:big", reg.repo("plugins/podreplica"));
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &["push", "podreplica", &big, "--pull-secret", "regcred"],
+    );
+    assert!(!ok, "{text}");
+    let (message, status) = wait_reason(&client, "ArtifactTooLarge", 30).await;
+    assert!(message.contains("600000"), "{message}");
+    assert_eq!(status["pluginVersion"], "0.1.0-v2");
+
+    // A registry that accepts connections and never answers: the pull times out (3 s).
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    hung.set_nonblocking(true).unwrap();
+    let hung_addr = hung.local_addr().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let held = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut conns = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match hung.accept() {
+                    Ok((c, _)) => conns.push(c),
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            conns.len()
+        })
+    };
+    let r = format!("oci://{hung_addr}/plugins/podreplica:v1");
+    let (ok, text) = wasmop_on(&cluster, &["push", "podreplica", &r]);
+    assert!(!ok, "{text}");
+    let (message, status) = wait_reason(&client, "PullTimeout", 30).await;
+    assert!(message.contains("within 3 s"), "{message}");
+    assert_eq!(status["pluginVersion"], "0.1.0-v2");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        held.join().unwrap() >= 1,
+        "the host connected to the hung registry"
+    );
 }
 
 /// The cached bin directory of cosign and oras (`tests/registry/build-tools`; `make tools`).
@@ -552,24 +589,9 @@ fn run_tool(
     tool: &std::path::Path,
     args: &[&str],
 ) -> (bool, String) {
-    let auth = {
-        use std::io::Write;
-        let mut c = std::process::Command::new("base64")
-            .arg("-w0")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        c.stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{}:{}", reg.user.0, reg.user.1).as_bytes())
-            .unwrap();
-        String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
-    };
     std::fs::write(
         dir.join("config.json"),
-        json!({"auths": {reg.address.clone(): {"auth": auth}}}).to_string(),
+        reg.docker_config(&reg.user.1).to_string(),
     )
     .unwrap();
     let out = std::process::Command::new(tool)

@@ -73,19 +73,6 @@ fn replay(file: &str, dir: &std::path::Path, extra: &[&str]) -> (bool, String) {
     wasmop(&args)
 }
 
-/// The notes of the Events of `default` with `reason`.
-async fn event_notes(client: &kube::Client, reason: &str) -> Vec<String> {
-    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .map(|e| e.note.unwrap_or_default())
-        .collect()
-}
-
 /// Waits (10 s at most) for an Event of `reason` whose note contains `needle`: the host
 /// publishes it right after the spec patch that ends the rollout, so it may trail the
 /// patch a test saw.

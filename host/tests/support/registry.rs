@@ -90,6 +90,15 @@ impl Registry {
         self.up(Some(&port));
     }
 
+    /// A Docker config (`config.json`, `.dockerconfigjson`) logging in as its user with
+    /// `password`.
+    pub fn docker_config(&self, password: &str) -> serde_json::Value {
+        use base64::Engine as _;
+        let auth =
+            base64::engine::general_purpose::STANDARD.encode(format!("{}:{password}", self.user.0));
+        serde_json::json!({"auths": {self.address.clone(): {"auth": auth}}})
+    }
+
     /// `ADDRESS/REPO` (a reference without tag).
     pub fn repo(&self, repo: &str) -> String {
         format!("{}/{repo}", self.address)
@@ -137,28 +146,10 @@ impl Registry {
         media_type: &str,
     ) -> String {
         let body = serde_json::to_vec(manifest).unwrap();
-        let file = self.state.join("manifest.json");
-        std::fs::write(&file, &body).unwrap();
-        let out = self
-            .curl()
-            .args([
-                "-X",
-                "PUT",
-                "-H",
-                &format!("Content-Type: {media_type}"),
-                "--data-binary",
-            ])
-            .arg(format!("@{}", file.display()))
-            .arg(format!(
-                "https://{}/v2/{repo}/manifests/{tag}",
-                self.address
-            ))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "PUT manifest: {}",
-            String::from_utf8_lossy(&out.stdout)
+        self.put_file(
+            &format!("https://{}/v2/{repo}/manifests/{tag}", self.address),
+            media_type,
+            &body,
         );
         sha256(&body)
     }
@@ -186,8 +177,6 @@ impl Registry {
     /// Pushes blob `bytes` into `repo` (curl: POST, then PUT with the digest); its digest.
     pub fn put_blob(&self, repo: &str, bytes: &[u8]) -> String {
         let digest = sha256(bytes);
-        let file = self.state.join("blob");
-        std::fs::write(&file, bytes).unwrap();
         // POST opens an upload; PUT to its Location with the digest closes it.
         let out = self
             .curl()
@@ -210,25 +199,38 @@ impl Registry {
             format!("https://{}{location}", self.address)
         };
         let sep = if url.contains('?') { '&' } else { '?' };
+        self.put_file(
+            &format!("{url}{sep}digest={digest}"),
+            "application/octet-stream",
+            bytes,
+        );
+        digest
+    }
+}
+
+impl Registry {
+    /// `curl -X PUT` of `bytes` to `url` with `content_type`, which must succeed.
+    fn put_file(&self, url: &str, content_type: &str, bytes: &[u8]) {
+        let file = self.state.join("upload");
+        std::fs::write(&file, bytes).unwrap();
         let out = self
             .curl()
             .args([
                 "-X",
                 "PUT",
                 "-H",
-                "Content-Type: application/octet-stream",
+                &format!("Content-Type: {content_type}"),
                 "--data-binary",
             ])
             .arg(format!("@{}", file.display()))
-            .arg(format!("{url}{sep}digest={digest}"))
+            .arg(url)
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "PUT blob: {}",
+            "PUT {url}: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        digest
     }
 }
 

@@ -107,6 +107,17 @@ pub async fn ready_reason_in(
     ns: &str,
     name: &str,
 ) -> Option<(String, String)> {
+    let (status, reason, _, _) = ready_condition_in(client, ns, name).await?;
+    Some((status, reason))
+}
+
+/// The Ready condition's (status, reason, message) of WasmPlugin `ns/name`, and its whole
+/// status, once the host has observed its latest generation.
+pub async fn ready_condition_in(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Option<(String, String, String, serde_json::Value)> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &wasmplugin_resource());
     let wp = api.get(name).await.ok()?;
     let generation = wp.metadata.generation?;
@@ -119,5 +130,24 @@ pub async fn ready_reason_in(
     Some((
         c["status"].as_str()?.to_string(),
         c["reason"].as_str()?.to_string(),
+        c["message"].as_str().unwrap_or_default().to_string(),
+        s.clone(),
     ))
+}
+
+/// The notes of the Events of `default` with `reason`, each as often as it was published
+/// (a repeated Event is one object whose series counts the repeats).
+pub async fn event_notes(client: &kube::Client, reason: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "default")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .flat_map(|e| {
+            let times = e.series.as_ref().map_or(1, |s| s.count.max(1)) as usize;
+            std::iter::repeat_n(e.note.unwrap_or_default(), times)
+        })
+        .collect()
 }
