@@ -205,6 +205,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             controller: "wasmop".into(),
             instance: Some(identity(&args)),
         },
+        pulled: Arc::default(),
     };
     sources::start(
         &args,

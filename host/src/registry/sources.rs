@@ -39,7 +39,14 @@ pub(crate) struct Uploads {
     pub artifacts: Arc<Artifacts>,
     /// Who publishes the refusal Events.
     pub reporter: Reporter,
+    /// The artifact digest the last handling of each WasmPlugin pulled, and at which
+    /// generation: a followed tag that still names it needs no new offer (a refused build
+    /// is not compiled again at every poll).
+    pub pulled: Arc<std::sync::Mutex<HashMap<Origin, Pulled>>>,
 }
+
+/// The generation of a WasmPlugin and the artifact digest its handling pulled.
+pub(crate) type Pulled = (Option<i64>, String);
 
 type Stamp = (SystemTime, u64);
 
@@ -459,25 +466,34 @@ async fn report_refusal(
 
 /// Handles one WasmPlugin: fetch, verify, offer (the active version, then the candidate),
 /// report (the log line says how long each part took: fetching the bytes, loading the
-/// version, in all with the status written). `refresh` resolves an OCI tag again (the
-/// WasmPlugin follows it); a changed spec does too. Returns whether a version waits for
-/// its permissions or for a registry that did not answer (to be handled again).
+/// version, in all with the status written). `poll` resolves an OCI tag again (the
+/// WasmPlugin follows it) and stops there when the tag names what the last handling pulled;
+/// a changed spec resolves it again too. Returns whether a version waits for its
+/// permissions or for a registry that did not answer (to be handled again).
 pub(crate) async fn handle(
     uploads: &Uploads,
     manager: &Manager,
     wp: &WasmPlugin,
     at_startup: bool,
-    refresh: bool,
+    poll: bool,
 ) -> bool {
     let origin = origin_of(wp);
     let started = std::time::Instant::now();
     let status = wp.status.as_ref();
     let known = status.and_then(|s| s.artifact.as_ref());
-    let refresh = refresh || status.and_then(|s| s.observed_generation) != wp.metadata.generation;
+    let refresh = poll || status.and_then(|s| s.observed_generation) != wp.metadata.generation;
     let (outcome, artifact, fetch_ms) =
         match fetch(uploads, wp, wp.spec.source(), known, refresh).await {
             Ok((bytes, artifact)) => {
                 let fetched = started.elapsed().as_millis();
+                if let Some(a) = &artifact {
+                    let seen = (wp.metadata.generation, a.digest.clone());
+                    let mut pulled = uploads.pulled.lock().expect("pulled lock");
+                    if poll && pulled.get(&origin) == Some(&seen) {
+                        return false;
+                    }
+                    pulled.insert(origin.clone(), seen);
+                }
                 (manager.offer(&origin, bytes).await, artifact, fetched)
             }
             Err(r) => (Err(r), None, started.elapsed().as_millis()),
@@ -631,6 +647,7 @@ pub(crate) async fn watch_cluster(
                 for gone in known.difference(&listed).cloned().collect::<Vec<_>>() {
                     waiting.remove(&gone);
                     following.remove(&gone);
+                    uploads.pulled.lock().expect("pulled lock").remove(&gone);
                     manager.remove(&gone).await;
                     handled.remove(&gone);
                     known.remove(&gone);
@@ -640,6 +657,7 @@ pub(crate) async fn watch_cluster(
                 let origin = origin_of(&wp);
                 waiting.remove(&origin);
                 following.remove(&origin);
+                uploads.pulled.lock().expect("pulled lock").remove(&origin);
                 known.remove(&origin);
                 handled.remove(&origin);
                 manager.remove(&origin).await;

@@ -262,6 +262,16 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     let (message, status) = wait_reason(&client, "InfoFailed", 30).await;
     assert!(!message.is_empty());
     assert_eq!(status["pluginVersion"], "0.1.0-v2", "{status}");
+    // The polls that follow find the tag where it was: the refused build is not loaded
+    // again (two polls at 5 s).
+    let refusals = || host.log_text().matches("reason=InfoFailed").count();
+    let before = refusals();
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert_eq!(
+        refusals(),
+        before,
+        "the refused build was loaded again at a poll"
+    );
     assert!(
         event_notes(&client, "InfoFailed")
             .await
