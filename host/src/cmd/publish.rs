@@ -9,11 +9,12 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::oci::artifact::{ComponentInfo, pack, sha256};
+use crate::oci::artifact::{ComponentInfo, pack};
 use crate::oci::credentials::Credentials;
 use crate::oci::remote::parse;
 use crate::oci::signature::{self, SigningKey};
 use crate::oci::{Remote, RemoteOptions};
+use crate::runtime::plugin::digest_of;
 use crate::runtime::{Limits, Sandbox};
 
 /// How to reach the registry.
@@ -163,7 +164,7 @@ pub async fn publish(args: &PublishArgs) -> anyhow::Result<()> {
         info.name,
         info.version,
         component.len(),
-        sha256(&component),
+        digest_of(&component),
         reference.whole(),
     );
     if let Some(key) = key {

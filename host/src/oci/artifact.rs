@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use oci_client::client::{Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use serde::{Deserialize, Serialize};
-use sha2::Digest as _;
 
 use crate::oci::error::PullError;
+use crate::runtime::plugin::digest_of;
 
 /// The config's media type.
 pub(crate) const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -32,11 +32,6 @@ pub(crate) const ACCEPTED_MANIFESTS: &[&str] = &[
     "application/vnd.docker.distribution.manifest.list.v2+json",
     "application/vnd.docker.distribution.manifest.v2+json",
 ];
-
-/// `sha256:<hex>` of `bytes`.
-pub(crate) fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
-}
 
 /// The component part of the config: what the component imports and exports.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -90,7 +85,7 @@ pub(crate) fn pack(
         author: None,
         architecture: "wasm".into(),
         os: "wasip2".into(),
-        layer_digests: vec![sha256(component)],
+        layer_digests: vec![digest_of(component)],
         component: Some(info),
     };
     let config = Config {
@@ -194,19 +189,19 @@ mod tests {
         assert_eq!(doc["mediaType"], MANIFEST_MEDIA_TYPE);
         assert_eq!(doc["config"]["mediaType"], CONFIG_MEDIA_TYPE);
         assert_eq!(doc["layers"][0]["mediaType"], LAYER_MEDIA_TYPE);
-        assert_eq!(doc["layers"][0]["digest"], sha256(bytes));
+        assert_eq!(doc["layers"][0]["digest"], digest_of(bytes));
         assert_eq!(doc["layers"][0]["size"], bytes.len());
         let config: serde_json::Value = serde_json::from_slice(&packed.config.data).unwrap();
         assert_eq!(config["architecture"], "wasm");
         assert_eq!(config["os"], "wasip2");
-        assert_eq!(config["layerDigests"][0], sha256(bytes));
+        assert_eq!(config["layerDigests"][0], digest_of(bytes));
         assert_eq!(
             config["component"]["exports"][0],
             "wasmop:plugin/plugin@0.3.0"
         );
-        assert_eq!(doc["config"]["digest"], sha256(&packed.config.data));
+        assert_eq!(doc["config"]["digest"], digest_of(&packed.config.data));
         let layer = component_layer("r", "d", &raw).unwrap();
-        assert_eq!(layer.digest, sha256(bytes));
+        assert_eq!(layer.digest, digest_of(bytes));
     }
 
     #[test]

@@ -10,9 +10,10 @@ use futures::StreamExt;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::{Client, Reference};
 
-use crate::oci::artifact::{self, ACCEPTED_MANIFESTS, MANIFEST_MEDIA_TYPE, Packed, sha256};
+use crate::oci::artifact::{self, ACCEPTED_MANIFESTS, MANIFEST_MEDIA_TYPE, Packed};
 use crate::oci::credentials::Credentials;
 use crate::oci::error::PullError;
+use crate::runtime::plugin::digest_of;
 
 /// How the host talks to registries.
 #[derive(Debug, Clone)]
@@ -154,7 +155,7 @@ impl Remote {
                     .pull_manifest_raw(reference, &auth, ACCEPTED_MANIFESTS),
             )
             .await?;
-        let digest = sha256(&raw);
+        let digest = digest_of(&raw);
         if let Some(want) = reference.digest()
             && want != digest
         {
@@ -203,7 +204,7 @@ impl Remote {
                 size: read,
                 cap,
             })?;
-        let actual = sha256(&bytes);
+        let actual = digest_of(&bytes);
         if actual != digest {
             return Err(PullError::DigestMismatch {
                 reference: reference.whole(),
@@ -246,7 +247,7 @@ impl Remote {
     ) -> Result<String, PullError> {
         self.login(reference).await;
         for layer in std::slice::from_ref(&packed.layer) {
-            let digest = sha256(&layer.data);
+            let digest = digest_of(&layer.data);
             self.bounded(
                 reference,
                 self.client
@@ -273,7 +274,7 @@ impl Remote {
         data: Vec<u8>,
     ) -> Result<String, PullError> {
         self.login(reference).await;
-        let digest = sha256(&data);
+        let digest = digest_of(&data);
         self.bounded(reference, self.client.push_blob(reference, data, &digest))
             .await?;
         Ok(digest)
@@ -287,7 +288,7 @@ impl Remote {
     ) -> Result<String, PullError> {
         self.login(reference).await;
         let body = serde_json::to_vec(manifest).expect("a manifest serialises");
-        let digest = sha256(&body);
+        let digest = digest_of(&body);
         self.bounded(
             reference,
             self.client.push_manifest_raw(

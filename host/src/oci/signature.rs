@@ -20,9 +20,10 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{PrivatePkcs8KeyDer, SubjectPublicKeyInfoDer};
 use serde_json::json;
 
-use crate::oci::artifact::{MANIFEST_MEDIA_TYPE, sha256};
+use crate::oci::artifact::MANIFEST_MEDIA_TYPE;
 use crate::oci::error::PullError;
 use crate::oci::remote::Remote;
+use crate::runtime::plugin::digest_of;
 
 /// The payload layer's media type.
 pub(crate) const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -73,7 +74,7 @@ impl PublicKey {
         Ok(PublicKey {
             point: point.to_vec(),
             name: name.to_string(),
-            fingerprint: sha256(der),
+            fingerprint: digest_of(der),
         })
     }
 

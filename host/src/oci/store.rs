@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::oci::artifact::sha256;
+use crate::runtime::plugin::digest_of;
 
 /// The directory of pulled components.
 #[derive(Debug, Clone)]
@@ -31,7 +31,7 @@ impl Store {
     pub(crate) fn get(&self, digest: &str) -> Option<Vec<u8>> {
         let path = self.path_of(digest)?;
         let bytes = std::fs::read(&path).ok()?;
-        if sha256(&bytes) == digest {
+        if digest_of(&bytes) == digest {
             Some(bytes)
         } else {
             tracing::warn!(path = %path.display(), "a stored component does not match its digest; pulling it again");
@@ -43,7 +43,7 @@ impl Store {
     /// Keeps `bytes` under their digest; a failure (a full or read-only disk) only costs a
     /// pull later, so it is logged, not returned.
     pub(crate) fn put(&self, bytes: &[u8]) {
-        let digest = sha256(bytes);
+        let digest = digest_of(bytes);
         self.write(&format!("sha256/{}", hex_of(&digest)), bytes);
     }
 }
@@ -51,7 +51,7 @@ impl Store {
 impl Store {
     /// Keeps the raw manifest of `digest` (which names the component's digest).
     pub(crate) fn put_manifest(&self, raw: &[u8], digest: &str) {
-        if sha256(raw) == digest {
+        if digest_of(raw) == digest {
             self.write(&format!("manifests/{}", hex_of(digest)), raw);
         }
     }
@@ -59,7 +59,7 @@ impl Store {
     /// The raw manifest of `digest`, if kept intact.
     pub(crate) fn get_manifest(&self, digest: &str) -> Option<Vec<u8>> {
         let raw = std::fs::read(self.dir.join("manifests").join(hex_of(digest))).ok()?;
-        (sha256(&raw) == digest).then_some(raw)
+        (digest_of(&raw) == digest).then_some(raw)
     }
 
     /// Keeps the signature that verified manifest `digest`, to check it again offline.
@@ -105,7 +105,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("wasmop-store-{}", std::process::id()));
         let store = Store::new(&dir);
         let bytes = b"\0asm component bytes".to_vec();
-        let digest = sha256(&bytes);
+        let digest = digest_of(&bytes);
         assert_eq!(store.get(&digest), None);
         store.put(&bytes);
         assert_eq!(store.get(&digest), Some(bytes.clone()));

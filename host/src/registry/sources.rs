@@ -220,7 +220,7 @@ async fn fetch(
                     refresh,
                 )
                 .await?;
-            let digest = crate::oci::artifact::sha256(&fetched.bytes);
+            let digest = crate::runtime::plugin::digest_of(&fetched.bytes);
             if let Some(pin) = pin
                 && pin != digest
             {
