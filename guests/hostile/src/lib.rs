@@ -13,6 +13,8 @@
 //! - `sleep-loop`: sleeps a millisecond at a time, for ever;
 //! - `wait`: waits for an hour to pass on the monotonic clock, checking without sleeping;
 //! - `stdin`: reads stdin to its end, then answers like `ok`;
+//! - `connect`: opens a TCP connection to 127.0.0.1:6443 (`std::net`), then answers like
+//!   `ok` (it imports `wasi:sockets`, as language runtimes built on wasi-libc do);
 //! - `events`: a plan of `spec.count` (default 1,000,000) empty Events;
 //! - `long-error`: answers `other` with a message of `spec.count` bytes (default 50 MiB);
 //! - `long-status`: a status of `spec.count` bytes (default 16 MiB);
@@ -231,6 +233,11 @@ impl bindings::Guest for Hostile {
                 while start.elapsed() < std::time::Duration::from_secs(3600) {
                     std::hint::spin_loop();
                 }
+                Ok(empty)
+            }
+            "connect" => {
+                std::net::TcpStream::connect("127.0.0.1:6443")
+                    .map_err(|e| ReconcileError::Other(format!("connect: {e}")))?;
                 Ok(empty)
             }
             "stdin" => {

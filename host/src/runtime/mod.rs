@@ -21,7 +21,7 @@ mod sandbox;
 pub mod store;
 pub use wasmop_contract as types;
 pub mod validate;
-mod wasi;
+pub(crate) mod wasi;
 
 pub use call::Entry;
 pub use engine::{EngineConfig, SandboxEngine};

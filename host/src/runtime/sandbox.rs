@@ -221,6 +221,30 @@ impl Sandbox {
         Ok((imports, exports))
     }
 
+    /// Type-checks `component` against the host's world. Imports the host does not link are
+    /// refused by name, but for those [`crate::runtime::wasi::stubbed`] allows: the
+    /// component gets them as functions that trap when called.
+    fn instantiate_pre(
+        &self,
+        component: &Component,
+    ) -> Result<wasmtime::component::InstancePre<StoreData>, LoadError> {
+        let world = |e: wasmtime::Error| LoadError::World(format!("{e:#}"));
+        let engine = self.engine.engine();
+        let stubs: Vec<String> = component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_string())
+            .filter(|name| crate::runtime::wasi::stubbed(name))
+            .collect();
+        if stubs.is_empty() {
+            return self.linker.instantiate_pre(component).map_err(world);
+        }
+        // The stubs go on a copy of the shared linker, which only ever links real imports.
+        let mut linker = (*self.linker).clone();
+        crate::runtime::wasi::add_trapping_stubs(&mut linker, component, &stubs).map_err(world)?;
+        linker.instantiate_pre(component).map_err(world)
+    }
+
     /// How many compiled components are kept.
     pub fn compiled_kept(&self) -> usize {
         self.cache.lock().expect("cache lock").entries.len()
@@ -232,10 +256,7 @@ impl Sandbox {
         check_header(bytes)?;
         let digest = digest_of(bytes);
         let component = self.compile(bytes, &digest)?;
-        let instance_pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| LoadError::World(format!("{e:#}")))?;
+        let instance_pre = self.instantiate_pre(&component)?;
         let pre =
             PluginBindingsPre::new(instance_pre).map_err(|e| LoadError::World(format!("{e:#}")))?;
         let info = call::call_info(&self.engine, &pre, &limits)?.map_err(LoadError::InvalidInfo)?;

@@ -4,8 +4,11 @@
 //! Linked: `wasi:cli` (stdio into the log, no arguments, no environment, exit),
 //! `wasi:io`, `wasi:clocks` (both read the observed `now`), `wasi:random` (seeded from the
 //! call's seed) and `wasi:filesystem` (with no preopened directory there is nothing to
-//! open). Not linked: `wasi:sockets` (TCP, UDP, name lookup): a component that imports them
-//! is refused at load as an unknown import.
+//! open). Not linked: `wasi:sockets` (TCP, UDP, name lookup). Language runtimes built on
+//! wasi-libc (CPython in componentize-py, Go) import them whether or not the plugin ever
+//! opens a socket, so a component importing `wasi:sockets` loads with every one of those
+//! functions a trap naming it ([`stubbed`]): the plugin never gets a socket, and a call is a
+//! fault of that call. Any other unknown import is refused at load, by name.
 //!
 //! Nothing to block on: a guest's time stands still (its clocks read the `now` it was
 //! given), so every monotonic-clock pollable is ready at once: a sleep of any length ends
@@ -15,7 +18,8 @@
 //! not reach, and holds a thread and a sandbox permit for as long as the guest asked.
 //! Stdin is closed and stdout/stderr are in-memory pipes, so streams never wait either.
 
-use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, HasData, Linker, Resource, ResourceTable, ResourceType};
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksCtxView, WasiClocksView};
@@ -53,6 +57,63 @@ pub fn add_to_linker<T: WasiView>(l: &mut Linker<T>) -> wasmtime::Result<()> {
     sync::filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
     Ok(())
 }
+
+/// Whether an import the host does not link is satisfied by functions that trap when called
+/// (the module docs say why): only `wasi:sockets`.
+pub fn stubbed(import: &str) -> bool {
+    import.starts_with("wasi:sockets/")
+}
+
+/// Defines every function of the instances `names` that `component` imports as a trap that
+/// names it, and their resources as resources the host never creates.
+pub fn add_trapping_stubs<T: 'static>(
+    linker: &mut Linker<T>,
+    component: &Component,
+    names: &[String],
+) -> wasmtime::Result<()> {
+    let engine = linker.engine().clone();
+    for (name, item) in component.component_type().imports(&engine) {
+        if !names.iter().any(|n| n == name) {
+            continue;
+        }
+        let ComponentItem::ComponentInstance(instance) = item.ty else {
+            wasmtime::bail!("import `{name}` is not an interface");
+        };
+        let mut inst = linker.instance(name)?;
+        for (export, item) in instance.exports(&engine) {
+            match item.ty {
+                ComponentItem::ComponentFunc(_) => {
+                    let called = format!("{name}#{export}");
+                    inst.func_new(export, move |_, _, _, _| {
+                        wasmtime::bail!("`{called}` called: plugins have no network")
+                    })?;
+                }
+                ComponentItem::Resource(_) => {
+                    inst.resource(export, stub_resource(export), |_, _| Ok(()))?;
+                }
+                ComponentItem::Type(_) => {}
+                _ => wasmtime::bail!("import `{name}` exports `{export}`, not a function"),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The type of resource `name` in a stubbed interface: `wasi:io`'s own where the interface
+/// uses one of them (a stub's signature names them), else one no host function ever makes.
+fn stub_resource(name: &str) -> ResourceType {
+    match name {
+        "pollable" => ResourceType::host::<wasmtime_wasi::p2::DynPollable>(),
+        "input-stream" => ResourceType::host::<wasmtime_wasi::p2::DynInputStream>(),
+        "output-stream" => ResourceType::host::<wasmtime_wasi::p2::DynOutputStream>(),
+        "error" => ResourceType::host::<wasmtime_wasi::p2::IoError>(),
+        _ => ResourceType::host::<Stubbed>(),
+    }
+}
+
+/// The resources of stubbed interfaces: never created, since every function that would
+/// make one traps.
+struct Stubbed;
 
 /// `wasi:io` works on the resource table alone.
 struct Table;

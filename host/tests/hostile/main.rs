@@ -425,6 +425,20 @@ fn many_faults_leak_no_instance_slots() {
 }
 
 #[test]
+fn a_plugin_importing_sockets_loads_and_its_connect_traps_naming_the_call() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let plugin = hostile(&sandbox, Limits::default());
+    let err = call(&sandbox, &plugin, "connect").unwrap_err();
+    let CallError::Trap(message) = &err else {
+        panic!("expected a trap, got {err}");
+    };
+    assert!(message.contains("wasi:sockets/"), "{message}");
+    assert!(message.contains("plugins have no network"), "{message}");
+    // The instance is gone with its call; the next call is a fresh one.
+    call(&sandbox, &plugin, "ok").unwrap();
+}
+
+#[test]
 fn components_that_do_not_fit_the_world_are_refused_with_names() {
     let sandbox = Sandbox::new(1).unwrap();
     let evil = wat::parse_str(
@@ -432,6 +446,20 @@ fn components_that_do_not_fit_the_world_are_refused_with_names() {
     )
     .unwrap();
     let err = sandbox.load(&evil, Limits::default()).unwrap_err();
+    assert!(matches!(err, LoadError::World(_)), "{err}");
+    assert!(err.to_string().contains("evil:net/socket"), "{err}");
+
+    // `wasi:sockets` is stubbed (language runtimes import it); anything else beside it is
+    // still refused by name.
+    let evil_beside_sockets = wat::parse_str(
+        r#"(component
+            (import "wasi:sockets/network@0.2.0" (instance (export "network" (type (sub resource)))))
+            (import "evil:net/socket@1.0.0" (instance (export "connect" (func)))))"#,
+    )
+    .unwrap();
+    let err = sandbox
+        .load(&evil_beside_sockets, Limits::default())
+        .unwrap_err();
     assert!(matches!(err, LoadError::World(_)), "{err}");
     assert!(err.to_string().contains("evil:net/socket"), "{err}");
 
