@@ -39,10 +39,10 @@ GUEST_INPUTS := $(shell find guests contract wit -type f) Cargo.toml Cargo.lock 
 
 # The suites of `make test`, in order; scripts/test-suites runs each, times it and prints a
 # summary. The builds come first as suites of their own, so their cost shows in every log.
-TEST_SUITES := lint host plugins cluster tools test-unit test-guests-wasm golden sdk-check \
-  crds-check cluster-test e2e bench-smoke image deploy-test
+TEST_SUITES := lint host plugins cluster tools toolchains polyglot test-unit test-guests-wasm \
+  golden test-polyglot sdk-check crds-check cluster-test e2e bench-smoke image deploy-test
 
-.PHONY: all setup host plugins cluster tools test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check cluster-test demo clean-cache
+.PHONY: all setup host plugins cluster tools toolchains polyglot test-polyglot test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check cluster-test demo clean-cache
 
 all: host plugins
 
@@ -95,6 +95,27 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 tools:
 	tests/registry/build-tools >/dev/null
 
+## toolchains: install the Python and TypeScript plugin toolchains (componentize-py, pytest;
+## componentize-js, jco, rolldown, tsc), pinned in guests/toolchains/ (once per machine;
+## cached under ~/.cache/wasmop/toolchains)
+toolchains:
+	guests/toolchains/install >/dev/null
+
+## polyglot: the article's PodReplica built from Python and TypeScript (guests/podreplica-py,
+## guests/podreplica-ts), beside the Rust one in the plugins directory
+POLYGLOT_INPUTS := $(shell find guests/sdk-py guests/sdk-ts guests/podreplica-py guests/podreplica-ts \
+  guests/toolchains -type f -not -path '*/build/*' -not -path '*/__pycache__/*') wit/plugin.wit
+polyglot: toolchains $(PLUGIN_DIR)/podreplica_py.wasm $(PLUGIN_DIR)/podreplica_ts.wasm
+	@ls -l $(PLUGIN_DIR)/podreplica_py.wasm $(PLUGIN_DIR)/podreplica_ts.wasm
+
+$(PLUGIN_DIR)/podreplica_py.wasm: $(POLYGLOT_INPUTS)
+	@mkdir -p $(PLUGIN_DIR)
+	guests/toolchains/plugin build guests/podreplica-py $@
+
+$(PLUGIN_DIR)/podreplica_ts.wasm: $(POLYGLOT_INPUTS)
+	@mkdir -p $(PLUGIN_DIR)
+	guests/toolchains/plugin build guests/podreplica-ts $@
+
 ## cluster: build the local control plane (once per machine; cached under ~/.cache/wasmop)
 cluster:
 	tests/cluster/build >/dev/null
@@ -125,7 +146,7 @@ test-unit: host plugins
 ## compiling). A failed test stops neither group.
 E2E_ALONE := shards:: size:: restart:: hotswap:: dev:: scaffold:: tutorial::
 E2E_TEST := cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e --
-e2e: host plugins cluster tools
+e2e: host plugins polyglot cluster tools
 	status=0; \
 	$(E2E_TEST) --test-threads=2 --show-output $(addprefix --skip ,$(E2E_ALONE)) || status=1; \
 	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_ALONE) || status=1; \
@@ -137,6 +158,16 @@ e2e: host plugins cluster tools
 test-guests-wasm: host
 	CARGO_TARGET_WASM32_WASIP2_RUNNER="$(WASMOP) wasi-run" \
 	  cargo test --locked --target wasm32-wasip2 -p wasmop-sdk $(GUESTS)
+
+## test-polyglot: the Python and TypeScript SDKs' and PodReplicas' own unit tests in their
+## languages' runners (pytest, node --test, after tsc checks the types), then the conformance
+## suite: every PodReplica passes guests/conformance/podreplica and declares the same plugin
+test-polyglot: host plugins polyglot
+	guests/toolchains/plugin test guests/sdk-py
+	guests/toolchains/plugin test guests/podreplica-py
+	guests/toolchains/plugin test guests/sdk-ts
+	guests/toolchains/plugin test guests/podreplica-ts
+	cargo test $(HOST_BUILD) $(HOST_PKGS) --test conformance
 
 ## sdk-check: the SDK and the contract as a plugin outside this repository gets them: their
 ## doc examples compile and pass, their docs build without a warning, and both package and
@@ -152,7 +183,7 @@ sdk-check: host
 
 ## golden: golden cases through the real components in the production sandbox
 golden: host plugins
-	$(WASMOP) test $(PLUGIN_DIR)/podreplica.wasm guests/podreplica/cases
+	$(WASMOP) test $(PLUGIN_DIR)/podreplica.wasm guests/conformance/podreplica
 	$(WASMOP) test $(PLUGIN_DIR)/chaospod.wasm guests/chaospod/cases
 
 ## crds: regenerate deploy/crds from the plugins

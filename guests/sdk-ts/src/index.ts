@@ -1,0 +1,16 @@
+/**
+ * The wasmop guest SDK for TypeScript: write a Kubernetes operator's decisions as plain
+ * functions, run them sandboxed in the wasmop host.
+ *
+ * A plugin implements {@link Plugin}: `info()` declares the primary kind and its CRD, the
+ * relations the host watches and the permissions its plans need; `reconcile(observed)` turns
+ * an {@link Observed} state into a {@link Plan} or throws {@link InvalidSpec},
+ * {@link Transient} or {@link ReconcileFailed}. Both are plain functions over plain values:
+ * test them with node's test runner. `exportPlugin` (from `@wasmop/sdk/component`) turns a
+ * plugin into the component's exports.
+ */
+
+export * from "./conditions.js";
+export * from "./k8s.js";
+export * from "./log.js";
+export * from "./types.js";
