@@ -19,6 +19,7 @@ mod kinds;
 mod leader;
 mod oci;
 mod podreplica;
+mod polyglot;
 mod principals;
 mod restart;
 mod rollout;

@@ -81,19 +81,6 @@ fn metric(host: &Host, prefix: &str) -> u64 {
         .sum()
 }
 
-fn secret(cluster: &Cluster, reg: &Registry, name: &str, password: &str) {
-    use base64::Engine as _;
-    let config = reg.docker_config(password).to_string();
-    let b64 = |s: &[u8]| base64::engine::general_purpose::STANDARD.encode(s);
-    cluster.apply_yaml(
-        &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": "default"},
-            "type": "kubernetes.io/dockerconfigjson",
-            "data": {".dockerconfigjson": b64(config.as_bytes())}}))
-        .unwrap(),
-    );
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn publish_point_follow_sign_and_outlive_the_registry() {
     let cluster = Cluster::start("oci");
@@ -147,7 +134,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     wait_for_crd(&client, &podreplica_resource()).await;
 
     // A pull secret with a wrong password: refused, said three ways, tried again.
-    secret(&cluster, &reg, "regcred", "wrong");
+    reg.pull_secret(&cluster, "regcred", "wrong");
     let v1_ref = format!("oci://{}:v1", reg.repo("plugins/podreplica"));
     let (ok, text) = wasmop_on(
         &cluster,
@@ -169,7 +156,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         1
     );
     // The admin fixes the Secret (no change to the WasmPlugin): the host's retry pulls v1.
-    secret(&cluster, &reg, "regcred", &reg.user.1.clone());
+    reg.pull_secret(&cluster, "regcred", &reg.user.1.clone());
     let (_, status) = wait_reason(&client, "Loaded", 30).await;
     assert_eq!(status["artifact"]["digest"], v1, "{status}");
     assert_eq!(

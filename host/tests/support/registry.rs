@@ -99,6 +99,21 @@ impl Registry {
         serde_json::json!({"auths": {self.address.clone(): {"auth": auth}}})
     }
 
+    /// A `kubernetes.io/dockerconfigjson` Secret `name` in `default` logging in with
+    /// `password`, applied to `cluster`.
+    pub fn pull_secret(&self, cluster: &crate::support::Cluster, name: &str, password: &str) {
+        use base64::Engine as _;
+        let config = self.docker_config(password).to_string();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(config.as_bytes());
+        cluster.apply_yaml(
+            &serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": "default"},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": b64}})
+            .to_string(),
+        );
+    }
+
     /// `ADDRESS/REPO` (a reference without tag).
     pub fn repo(&self, repo: &str) -> String {
         format!("{}/{repo}", self.address)
