@@ -209,9 +209,12 @@ crds-check: host plugins
 	  || { echo "deploy/crds/wasmplugin.yaml is out of date: run 'make crds'" >&2; exit 1; }
 	@echo "crds: deploy/crds and deploy/plugins are up to date"
 
-## bench: sandboxed decision against the same decision compiled natively (prints ratios)
-bench: plugins
+## bench: sandboxed decision against the same decision compiled natively (prints ratios);
+## then PodReplica in each language: size, load cold and from the disk cache, decision time
+## at 1/10/100 pods, guest memory of one call
+bench: plugins polyglot
 	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench decision
+	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench languages
 
 ## bench-scale: the host converging 100/300/1,000 PodReplicas against a bare client's
 ## floor, on fresh local control planes (arguments: BENCH_SCALE_ARGS="--objects 300")

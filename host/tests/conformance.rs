@@ -94,3 +94,45 @@ fn every_implementation_declares_the_same_plugin() {
         assert_eq!(crd, rust_crd, "{file}'s CRD differs from {rust}'s");
     }
 }
+
+/// Every call slot busy with the largest component (CPython: 14 core instances in one
+/// component instance), the active calls and the candidates' share at once: the pooling
+/// allocator has room for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_call_slot_fits_the_largest_component_at_once() {
+    let slots = 8;
+    let sandbox = Sandbox::new(slots).unwrap();
+    let python = std::sync::Arc::new(
+        sandbox
+            .load(
+                &support::plugin_bytes("podreplica_py.wasm"),
+                Limits::default(),
+            )
+            .unwrap(),
+    );
+    let observed = wasmop::runtime::Observed::new(serde_json::json!({
+        "apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u", "generation": 1},
+        "spec": {"size": 3}}));
+    let mut calls = Vec::new();
+    for round in 0..4 {
+        for i in 0..slots + wasmop::runtime::candidate_share(slots) {
+            let (sandbox, python, observed) = (sandbox.clone(), python.clone(), observed.clone());
+            calls.push(tokio::spawn(async move {
+                let entry = wasmop::runtime::Entry::Reconcile;
+                let object = format!("{round}-{i}");
+                if i < slots {
+                    sandbox.decide(python, entry, observed, object).await
+                } else {
+                    sandbox
+                        .decide_candidate(python, entry, observed, object)
+                        .await
+                }
+            }));
+        }
+    }
+    for call in calls {
+        let plan = call.await.unwrap().expect("the call ran").expect("a plan");
+        assert_eq!(plan.actions.len(), 3);
+    }
+}

@@ -19,6 +19,9 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// are reset (`pagemap_scan`); elsewhere the whole prefix is.
 const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 
+/// Core module instances one component instance may hold (CPython's component needs 14).
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+
 /// Sizing of the engine's pooling allocator.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineConfig {
@@ -66,14 +69,22 @@ impl Drop for Inner {
 impl SandboxEngine {
     /// Builds the engine and starts its epoch ticker.
     pub fn new(cfg: EngineConfig) -> wasmtime::Result<Self> {
+        // Sized from the components the host runs (`make bench` prints them; the counts
+        // from wasmtime's pooling errors): per component instance, the Rust PodReplica has 3
+        // core instances, 1 memory and 2 tables; TypeScript (StarlingMonkey) 4, 1, 2; Python
+        // (CPython, its libraries as separate modules, the WASI adapter) 14, 1, 2. Per
+        // component: room for more than twice the largest language's core instances, and
+        // spare memories and tables. In total: every instance alive at once may be the
+        // largest language's (a pool sized for Rust ran out at the eighth concurrent Python
+        // call). A slot is address space reserved, not memory used.
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(cfg.max_instances)
-            .total_core_instances(cfg.max_instances * 4)
+            .total_core_instances(cfg.max_instances * MAX_CORE_INSTANCES_PER_COMPONENT)
             .total_memories(cfg.max_instances * 2)
             .total_tables(cfg.max_instances * 4)
             .max_memories_per_component(2)
             .max_memory_size(MAX_MEMORY_BYTES)
-            .max_core_instances_per_component(16)
+            .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
             .max_tables_per_component(8)
             .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
             .table_keep_resident(KEEP_RESIDENT_BYTES)

@@ -29,6 +29,6 @@ pub use error::{CallError, LoadError};
 pub use limits::{GuestMemory, Limits};
 pub use outcome::Outcome;
 pub use plugin::{LoadedPlugin, digest_of};
-pub use sandbox::{COMPILED_KEPT, Sandbox};
+pub use sandbox::{COMPILED_KEPT, Sandbox, candidate_share};
 pub use store::CallContext;
 pub use types::*;
