@@ -61,15 +61,20 @@ impl HostWallClock for FixedWallClock {
     }
 }
 
-/// A monotonic clock that never advances, for the same reason.
+/// A monotonic clock that never advances, for the same reason. It stands at one second,
+/// not at zero: Go's runtime refuses to start on a clock reading zero ("nanotime returning
+/// zero").
 struct FixedMonotonicClock;
+
+/// Where the monotonic clock of every call stands, in nanoseconds.
+pub const MONOTONIC_NOW_NS: u64 = 1_000_000_000;
 
 impl HostMonotonicClock for FixedMonotonicClock {
     fn resolution(&self) -> u64 {
         1
     }
     fn now(&self) -> u64 {
-        0
+        MONOTONIC_NOW_NS
     }
 }
 
