@@ -3,6 +3,7 @@
 pub mod checkout;
 pub mod dev;
 pub mod offline;
+pub mod project;
 pub mod publish;
 pub mod push;
 pub mod rollout;
@@ -60,6 +61,8 @@ pub enum Command {
     Rbac(crate::principals::manifest::RbacArgs),
     /// Print the CustomResourceDefinition of WasmPlugin (YAML).
     Crd,
+    /// Build a plugin (Rust, Python or TypeScript) into its component and print its path.
+    Build(crate::cmd::project::BuildArgs),
     /// Create a new plugin crate (outside any workspace) that builds, tests and runs as is.
     New(crate::cmd::scaffold::NewArgs),
     /// Build a plugin crate, run the host with it, and rebuild and hot-swap it on every
@@ -150,6 +153,7 @@ pub fn main() -> ExitCode {
         Command::Replay(a) => offline::replay::run(a).map(exit_if),
         Command::Rbac(a) => crate::principals::manifest::run(a).map(|()| ExitCode::SUCCESS),
         Command::Crd => print_wasmplugin_crd().map(|()| ExitCode::SUCCESS),
+        Command::Build(a) => block_on(crate::cmd::project::run(a)).map(|()| ExitCode::SUCCESS),
         Command::New(a) => crate::cmd::scaffold::run(a).map(|()| ExitCode::SUCCESS),
         Command::Dev(a) => block_on(crate::cmd::dev::run(a)).map(|()| ExitCode::SUCCESS),
         Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),

@@ -137,12 +137,12 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
     if !args.local {
         confirm_cluster(args.kubeconfig.as_deref(), args.yes).await?;
     }
-    let krate = build::Crate::open(&args.dir).await?;
+    let krate = crate::cmd::project::Project::open(&args.dir).await?;
     let work = tempdir()?;
     let plugins = work.join("plugins");
     std::fs::create_dir_all(&plugins)?;
 
-    println!("dev: building {} ...", krate.name);
+    println!("dev: building {} ({}) ...", krate.name, krate.lang.name());
     let started = Instant::now();
     let first = krate.build().await?.ok_or_else(|| {
         anyhow::anyhow!(

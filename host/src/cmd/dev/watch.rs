@@ -1,5 +1,5 @@
-//! What `wasmop dev` watches in a plugin crate: every file that changes the component
-//! (`src/`, `Cargo.toml`, `Cargo.lock`, `build.rs`, `wit/`), by path, length and mtime.
+//! What `wasmop dev` watches in a plugin's directory: every file, by path, length and mtime,
+//! but for build outputs, dependencies and caches ([`crate::cmd::project::NOT_SOURCES`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,19 +9,11 @@ use std::time::SystemTime;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Sources(BTreeMap<PathBuf, (SystemTime, u64)>);
 
-const FILES: &[&str] = &["Cargo.toml", "Cargo.lock", "build.rs"];
-const DIRS: &[&str] = &["src", "wit"];
-
 impl Sources {
-    /// The sources of the crate in `dir` now (missing files are left out).
+    /// The sources of the plugin in `dir` now.
     pub fn look(dir: &Path) -> Sources {
         let mut out = BTreeMap::new();
-        for f in FILES {
-            add(&dir.join(f), &mut out);
-        }
-        for d in DIRS {
-            walk(&dir.join(d), &mut out);
-        }
+        walk(dir, &mut out);
         Sources(out)
     }
 }
@@ -44,7 +36,13 @@ fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, (SystemTime, u64)>) {
     for e in entries.flatten() {
         let path = e.path();
         if path.is_dir() {
-            walk(&path, out);
+            let skipped = e
+                .file_name()
+                .to_str()
+                .is_some_and(|n| crate::cmd::project::NOT_SOURCES.contains(&n));
+            if !skipped {
+                walk(&path, out);
+            }
         } else {
             add(&path, out);
         }

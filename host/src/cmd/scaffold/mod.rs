@@ -1,6 +1,9 @@
-//! `wasmop new`: a standalone plugin crate, outside any workspace, that builds with a plain
-//! `cargo build --release`, runs its unit tests under wasmtime with a plain `cargo test`,
-//! and passes its golden case with `wasmop test`, untouched.
+//! `wasmop new`: a standalone plugin, outside any workspace, that builds, passes its unit
+//! tests and its golden case untouched. In Rust: a crate that builds with a plain `cargo
+//! build --release` and tests under wasmtime with `cargo test`. In Python or TypeScript: a
+//! package on the wasmop SDK of a checkout, built and tested by `wasmop build --test`
+//! (componentize-py and pytest; componentize-js, tsc and node's test runner). The same
+//! decision in every language, so the same golden case.
 //!
 //! Split by concern: [`names`] (what a name, a kind, a group and a version may be) and the
 //! templates under `template/` (rendered by [`render`]).
@@ -10,6 +13,8 @@ pub mod names;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+
+use crate::cmd::project::Lang;
 
 /// Arguments of `wasmop new`.
 #[derive(Debug, clap::Args)]
@@ -31,11 +36,15 @@ pub struct NewArgs {
     /// Directory to create (default: ./NAME); must not exist or be empty.
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// The wasmop SDK (`guests/sdk` of a wasmop checkout) as a path dependency (default:
-    /// the checkout this command runs in, or the one wasmop was built from).
+    /// The language of the plugin.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: Lang,
+    /// The wasmop SDK of the language (`guests/sdk`, `guests/sdk-py` or `guests/sdk-ts` of a
+    /// wasmop checkout; default: the checkout this command runs in, or the one wasmop was
+    /// built from).
     #[arg(long, conflicts_with = "sdk_git")]
     pub sdk: Option<PathBuf>,
-    /// The wasmop SDK as a git dependency instead (a repository URL).
+    /// The Rust SDK as a git dependency instead (a repository URL).
     #[arg(long)]
     pub sdk_git: Option<String>,
 }
@@ -53,13 +62,85 @@ pub struct Values {
     pub version: String,
     /// The plural resource name.
     pub plural: String,
-    /// The `wasmop-sdk` dependency, as a TOML inline table.
+    /// The `wasmop-sdk` dependency, as a TOML inline table (Rust).
     pub sdk: String,
+    /// The SDK's directory (Python, TypeScript).
+    pub sdk_path: String,
     /// The `wasmop` binary that runs the unit tests.
     pub wasmop: String,
 }
 
-/// The files of a new plugin: path inside the crate, template.
+/// The files of a new Python plugin: path inside the package, template.
+const PYTHON_FILES: &[(&str, &str)] = &[
+    (
+        "pyproject.toml",
+        include_str!("template/python/pyproject.toml.tmpl"),
+    ),
+    ("app.py", include_str!("template/python/app.py.tmpl")),
+    (
+        "{{crate}}/__init__.py",
+        include_str!("template/python/plugin.py.tmpl"),
+    ),
+    (
+        "tests/test_{{crate}}.py",
+        include_str!("template/python/test_plugin.py.tmpl"),
+    ),
+    (".gitignore", include_str!("template/python/gitignore.tmpl")),
+    (
+        "cases/01-first-decision.yaml",
+        include_str!("template/case.yaml.tmpl"),
+    ),
+    ("sample.yaml", include_str!("template/sample.yaml.tmpl")),
+    ("README.md", include_str!("template/python/README.md.tmpl")),
+];
+
+/// The files of a new TypeScript plugin: path inside the package, template.
+const TYPESCRIPT_FILES: &[(&str, &str)] = &[
+    (
+        "package.json",
+        include_str!("template/typescript/package.json.tmpl"),
+    ),
+    (
+        "tsconfig.json",
+        include_str!("template/typescript/tsconfig.json.tmpl"),
+    ),
+    (
+        "src/app.ts",
+        include_str!("template/typescript/app.ts.tmpl"),
+    ),
+    (
+        "src/plugin.ts",
+        include_str!("template/typescript/plugin.ts.tmpl"),
+    ),
+    (
+        "test/plugin.test.ts",
+        include_str!("template/typescript/plugin.test.ts.tmpl"),
+    ),
+    (
+        ".gitignore",
+        include_str!("template/typescript/gitignore.tmpl"),
+    ),
+    (
+        "cases/01-first-decision.yaml",
+        include_str!("template/case.yaml.tmpl"),
+    ),
+    ("sample.yaml", include_str!("template/sample.yaml.tmpl")),
+    (
+        "README.md",
+        include_str!("template/typescript/README.md.tmpl"),
+    ),
+];
+
+/// The files of a new plugin in `lang`.
+fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
+    match lang {
+        Lang::Rust => FILES,
+        Lang::Python => PYTHON_FILES,
+        Lang::Typescript => TYPESCRIPT_FILES,
+    }
+}
+
+/// The files of a new Rust plugin: path inside the crate, template.
 const FILES: &[(&str, &str)] = &[
     ("Cargo.toml", include_str!("template/Cargo.toml.tmpl")),
     (
@@ -93,6 +174,7 @@ pub fn render(template: &str, v: &Values) -> String {
         .replace("{{version}}", &v.version)
         .replace("{{plural}}", &v.plural)
         .replace("{{sdk}}", &v.sdk)
+        .replace("{{sdk_path}}", &toml_escape(&v.sdk_path))
         .replace("{{wasmop}}", &toml_escape(&v.wasmop))
 }
 
@@ -111,6 +193,40 @@ fn checkout_sdk(from: &Path) -> Option<PathBuf> {
     crate::cmd::checkout::find(from, "guests/sdk/Cargo.toml")
         .map(|root| root.join("guests/sdk"))
         .filter(|d| is_sdk(d))
+}
+
+/// Where the SDK of `lang` is in a checkout, and the file that marks it.
+fn sdk_in_checkout(lang: Lang) -> (&'static str, &'static str) {
+    match lang {
+        Lang::Rust => ("guests/sdk", "Cargo.toml"),
+        Lang::Python => ("guests/sdk-py", "wasmop_sdk/__init__.py"),
+        Lang::Typescript => ("guests/sdk-ts", "src/component.ts"),
+    }
+}
+
+/// The directory of the Python or TypeScript SDK (`--sdk`, else the checkout's).
+fn sdk_directory(args: &NewArgs) -> anyhow::Result<String> {
+    let (dir, marker) = sdk_in_checkout(args.lang);
+    let path = match &args.sdk {
+        Some(p) if p.join(marker).is_file() => p.clone(),
+        Some(p) => anyhow::bail!(
+            "{}: not the wasmop {} SDK (no {marker} there; it is `{dir}` in a wasmop checkout)",
+            p.display(),
+            args.lang.name()
+        ),
+        None => crate::cmd::checkout::find(&std::env::current_dir()?, &format!("{dir}/{marker}"))
+            .map(|root| root.join(dir))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "cannot find the wasmop {} SDK: run `wasmop new` inside a wasmop checkout, or pass --sdk PATH (a checkout's {dir})",
+                    args.lang.name()
+                )
+            })?,
+    };
+    let path = path
+        .canonicalize()
+        .with_context(|| format!("{}", path.display()))?;
+    Ok(path.to_string_lossy().into_owned())
 }
 
 fn sdk_dependency(args: &NewArgs) -> anyhow::Result<String> {
@@ -180,17 +296,31 @@ pub fn plan(args: &NewArgs) -> anyhow::Result<(Values, PathBuf)> {
         group: args.group.clone(),
         version: args.version.clone(),
         plural,
-        sdk: sdk_dependency(args)?,
+        sdk: String::new(),
+        sdk_path: String::new(),
         wasmop: wasmop.to_string_lossy().into_owned(),
+    };
+    let values = match args.lang {
+        Lang::Rust => Values {
+            sdk: sdk_dependency(args)?,
+            ..values
+        },
+        _ if args.sdk_git.is_some() => {
+            anyhow::bail!("--sdk-git is for Rust plugins; pass --sdk PATH (a checkout's SDK)")
+        }
+        _ => Values {
+            sdk_path: sdk_directory(args)?,
+            ..values
+        },
     };
     Ok((values, dir))
 }
 
-/// Writes the crate for `values` into `dir`; returns the files written.
-pub fn write(values: &Values, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// Writes the plugin for `values` in `lang` into `dir`; returns the files written.
+pub fn write(values: &Values, lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
-    for (path, template) in FILES {
-        let file = dir.join(path);
+    for (path, template) in files(lang) {
+        let file = dir.join(render(path, values));
         if let Some(parent) = file.parent() {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
@@ -205,7 +335,21 @@ pub fn write(values: &Values, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 /// Runs `wasmop new`.
 pub fn run(args: &NewArgs) -> anyhow::Result<()> {
     let (values, dir) = plan(args)?;
-    write(&values, &dir)?;
+    write(&values, args.lang, &dir)?;
+    if args.lang != Lang::Rust {
+        let wasm = format!("build/{}.wasm", values.name.replace('-', "_"));
+        println!(
+            "created {} plugin `{}` for {} ({}/{}) in {}\n\nnext:\n  cd {}\n  wasmop build --test         # {wasm}, then its unit tests\n  wasmop test {wasm} cases\n  (see README.md to run it on a cluster)",
+            args.lang.name(),
+            values.name,
+            values.kind,
+            values.group,
+            values.version,
+            dir.display(),
+            dir.display()
+        );
+        return Ok(());
+    }
     let wasm = format!(
         "target/wasm32-wasip2/release/{}.wasm",
         values.name.replace('-', "_")
@@ -234,19 +378,22 @@ mod tests {
             version: "v1alpha1".into(),
             plural: "greetings".into(),
             sdk: "{ path = \"/sdk\" }".into(),
+            sdk_path: "/sdk-py".into(),
             wasmop: "/bin/wasmop".into(),
         }
     }
 
     #[test]
     fn every_placeholder_is_filled() {
-        for (path, template) in FILES {
+        for (path, template) in [FILES, PYTHON_FILES, TYPESCRIPT_FILES].concat() {
             let out = render(template, &values());
             assert!(
                 !out.contains("{{name}}") && !out.contains("{{Kind}}"),
                 "{path}"
             );
-            for key in ["crate", "group", "version", "plural", "sdk", "wasmop"] {
+            for key in [
+                "crate", "group", "version", "plural", "sdk", "sdk_path", "wasmop",
+            ] {
                 assert!(!out.contains(&format!("{{{{{key}}}}}")), "{path}: {key}");
             }
         }
@@ -266,6 +413,7 @@ mod tests {
             version: "v1alpha1".into(),
             plural: None,
             dir: Some(dir.clone()),
+            lang: Lang::Rust,
             sdk: None,
             sdk_git: Some("https://example.invalid/wasmop".into()),
         };
