@@ -95,18 +95,26 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 tools:
 	tests/registry/build-tools >/dev/null
 
-## toolchains: install the Python and TypeScript plugin toolchains (componentize-py, pytest;
-## componentize-js, jco, rolldown, tsc), pinned in guests/toolchains/ (once per machine;
-## cached under ~/.cache/wasmop/toolchains)
+## toolchains: install the Python, TypeScript and Go plugin toolchains (componentize-py,
+## pytest; componentize-js, jco, rolldown, tsc; wit-bindgen and wasm-tools, built from
+## crates.io, and the WASI reactor adapter of the host's wasmtime), pinned in
+## guests/toolchains/ (once per machine; cached under ~/.cache/wasmop/toolchains)
 toolchains:
 	guests/toolchains/install >/dev/null
+	guests/toolchains/go/install >/dev/null
 
-## polyglot: the article's PodReplica built from Python and TypeScript (guests/podreplica-py,
-## guests/podreplica-ts), beside the Rust one in the plugins directory
+## polyglot: the article's PodReplica built from Python, TypeScript and Go
+## (guests/podreplica-py, -ts, -go), beside the Rust one in the plugins directory
 POLYGLOT_INPUTS := $(shell find guests/sdk-py guests/sdk-ts guests/podreplica-py guests/podreplica-ts \
   guests/toolchains -type f -not -path '*/build/*' -not -path '*/__pycache__/*') wit/plugin.wit
-polyglot: toolchains $(PLUGIN_DIR)/podreplica_py.wasm $(PLUGIN_DIR)/podreplica_ts.wasm
-	@ls -l $(PLUGIN_DIR)/podreplica_py.wasm $(PLUGIN_DIR)/podreplica_ts.wasm
+GO_INPUTS := $(shell find guests/sdk-go guests/podreplica-go guests/toolchains/go -type f) wit/plugin.wit
+POLYGLOT := $(PLUGIN_DIR)/podreplica_py.wasm $(PLUGIN_DIR)/podreplica_ts.wasm $(PLUGIN_DIR)/podreplica_go.wasm
+polyglot: toolchains $(POLYGLOT)
+	@ls -l $(POLYGLOT)
+
+$(PLUGIN_DIR)/podreplica_go.wasm: $(GO_INPUTS)
+	@mkdir -p $(PLUGIN_DIR)
+	guests/toolchains/go/plugin build guests/podreplica-go $@
 
 $(PLUGIN_DIR)/podreplica_py.wasm: $(POLYGLOT_INPUTS)
 	@mkdir -p $(PLUGIN_DIR)
@@ -159,14 +167,17 @@ test-guests-wasm: host
 	CARGO_TARGET_WASM32_WASIP2_RUNNER="$(WASMOP) wasi-run" \
 	  cargo test --locked --target wasm32-wasip2 -p wasmop-sdk $(GUESTS)
 
-## test-polyglot: the Python and TypeScript SDKs' and PodReplicas' own unit tests in their
-## languages' runners (pytest, node --test, after tsc checks the types), then the conformance
+## test-polyglot: the Python, TypeScript and Go SDKs' and PodReplicas' own unit tests in their
+## languages' runners (pytest; node --test after tsc checks the types; go vet and go test),
+## then the conformance
 ## suite: every PodReplica passes guests/conformance/podreplica and declares the same plugin
 test-polyglot: host plugins polyglot
 	guests/toolchains/plugin test guests/sdk-py
 	guests/toolchains/plugin test guests/podreplica-py
 	guests/toolchains/plugin test guests/sdk-ts
 	guests/toolchains/plugin test guests/podreplica-ts
+	guests/toolchains/go/plugin test guests/sdk-go
+	guests/toolchains/go/plugin test guests/podreplica-go
 	cargo test $(HOST_BUILD) $(HOST_PKGS) --test conformance
 
 ## sdk-check: the SDK and the contract as a plugin outside this repository gets them: their

@@ -1,5 +1,5 @@
 //! Benchmark: the article's PodReplica in each language the host runs (Rust, Python,
-//! TypeScript), the same decision (`guests/conformance/podreplica`): component size; load
+//! TypeScript, Go), the same decision (`guests/conformance/podreplica`): component size; load
 //! time cold (compile, type-check, pre-instantiate, `info()`) and from the on-disk compiled
 //! cache as a restarted host has it; one decision (fresh store + instantiate + call) at 1, 10
 //! and 100 observed pods against the same decision compiled natively in Rust; the guest
@@ -15,10 +15,11 @@ use serde_json::{Value, json};
 use wasmop::observe::Fields;
 use wasmop::runtime::{Entry, Limits, Observed, Sandbox};
 
-const IMPLEMENTATIONS: [(&str, &str); 3] = [
+const IMPLEMENTATIONS: [(&str, &str); 4] = [
     ("Rust", "podreplica.wasm"),
     ("Python", "podreplica_py.wasm"),
     ("TypeScript", "podreplica_ts.wasm"),
+    ("Go", "podreplica_go.wasm"),
 ];
 
 fn plugin_dir() -> PathBuf {

@@ -1,4 +1,4 @@
-//! The PodReplica conformance suite: every implementation (Rust, Python, TypeScript) passes
+//! The PodReplica conformance suite: every implementation (Rust, Python, TypeScript, Go) passes
 //! the same hand-written cases (`guests/conformance/podreplica`) through `wasmop test`, and
 //! declares the same plugin (name, kinds, relations, permissions, the same CRD).
 
@@ -11,10 +11,11 @@ use serde_json::Value;
 use wasmop::runtime::{Limits, Sandbox};
 
 /// The implementations: the component file and the version suffix each declares.
-const IMPLEMENTATIONS: [(&str, &str); 3] = [
+const IMPLEMENTATIONS: [(&str, &str); 4] = [
     ("podreplica.wasm", ""),
     ("podreplica_py.wasm", "-py"),
     ("podreplica_ts.wasm", "-ts"),
+    ("podreplica_go.wasm", "-go"),
 ];
 
 fn cases() -> std::path::PathBuf {

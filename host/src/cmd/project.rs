@@ -1,9 +1,10 @@
 //! A plugin's source directory in any language the host runs: a Rust crate (`Cargo.toml`), a
-//! Python package (`pyproject.toml` with `[tool.wasmop]`) or a TypeScript package
-//! (`package.json` with a `wasmop` member). `wasmop build` and `wasmop dev` build each the
-//! way its language does: cargo for Rust; for Python and TypeScript the pinned toolchains of
-//! the wasmop checkout the plugin's SDK comes from (`guests/toolchains/plugin`, next to the
-//! SDK: componentize-py; tsc, rolldown and componentize-js).
+//! Python package (`pyproject.toml` with `[tool.wasmop]`), a TypeScript package
+//! (`package.json` with a `wasmop` member) or a Go module (`go.mod` replacing `wasmop/sdk`).
+//! `wasmop build` and `wasmop dev` build each the way its language does: cargo for Rust; for
+//! the others the pinned toolchains of the wasmop checkout the plugin's SDK comes from
+//! (`guests/toolchains/plugin`, next to the SDK: componentize-py; tsc, rolldown and
+//! componentize-js; `guests/toolchains/go/plugin`: go, wit-bindgen and wasm-tools).
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,9 @@ pub enum Lang {
     Python,
     /// TypeScript, with `guests/sdk-ts` (componentize-js; tests with node's test runner).
     Typescript,
+    /// Go (stock Go, `GOOS=wasip1`), with `guests/sdk-go` (wit-bindgen, wasm-tools and the
+    /// WASI reactor adapter; tests with `go test`).
+    Go,
 }
 
 impl Lang {
@@ -29,6 +33,7 @@ impl Lang {
             Lang::Rust => "rust",
             Lang::Python => "python",
             Lang::Typescript => "typescript",
+            Lang::Go => "go",
         }
     }
 }
@@ -62,10 +67,13 @@ pub const NOT_SOURCES: &[&str] = &[
     ".git",
 ];
 
-/// The toolchain script of the wasmop checkout holding `sdk` (its `guests/sdk-py` or
-/// `guests/sdk-ts`).
-fn toolchain_of(sdk: &Path, manifest: &Path) -> anyhow::Result<PathBuf> {
-    let script = sdk.join("../toolchains/plugin");
+/// The toolchain script of the wasmop checkout holding `sdk` (its `guests/sdk-py`,
+/// `guests/sdk-ts` or `guests/sdk-go`).
+fn toolchain_of(sdk: &Path, lang: Lang, manifest: &Path) -> anyhow::Result<PathBuf> {
+    let script = match lang {
+        Lang::Go => sdk.join("../toolchains/go/plugin"),
+        _ => sdk.join("../toolchains/plugin"),
+    };
     if !script.is_file() {
         anyhow::bail!(
             "{}: the SDK it names ({}) is not in a wasmop checkout (no guests/toolchains/plugin next to it)",
@@ -112,6 +120,28 @@ impl Project {
                 })?;
             return Self::scripted(&dir, name, Lang::Python, sdk, &pyproject);
         }
+        let gomod = dir.join("go.mod");
+        if gomod.is_file() {
+            let text = std::fs::read_to_string(&gomod)?;
+            let module = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("module "))
+                .ok_or_else(|| anyhow::anyhow!("{}: no module line", gomod.display()))?;
+            // `replace wasmop/sdk => PATH`, alone or in a replace block.
+            let sdk = text
+                .lines()
+                .filter_map(|l| l.split_once("=>"))
+                .find(|(from, _)| from.split_whitespace().last() == Some("wasmop/sdk"))
+                .map(|(_, to)| to.trim())
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "{}: no `replace wasmop/sdk => PATH` (the Go SDK of a wasmop checkout, guests/sdk-go)",
+                        gomod.display()
+                    )
+                })?;
+            let name = module.rsplit('/').next().unwrap_or(module);
+            return Self::scripted(&dir, name, Lang::Go, sdk, &gomod);
+        }
         let package = dir.join("package.json");
         if package.is_file() {
             let doc: Value = serde_json::from_slice(&std::fs::read(&package)?)
@@ -141,7 +171,7 @@ impl Project {
         manifest: &Path,
     ) -> anyhow::Result<Project> {
         let sdk = dir.join(sdk);
-        let toolchain = toolchain_of(&sdk, manifest)?;
+        let toolchain = toolchain_of(&sdk, lang, manifest)?;
         Ok(Project {
             dir: dir.to_path_buf(),
             name: name.to_string(),

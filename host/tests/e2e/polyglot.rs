@@ -1,9 +1,10 @@
-//! End to end: PodReplica written in Python and TypeScript, the same host. Their components
-//! (18 and 12 MB) come from a registry on loopback, as non-Rust plugins ship:
+//! End to end: PodReplica written in Python, TypeScript and Go, the same host. Their
+//! components (18, 12 and 4 MB) come from a registry on loopback, as non-Rust plugins ship:
 //! - the Python PodReplica pulled by tag runs the article's scenario (3 pods, 4, 1, a deleted
 //!   pod replaced), a watch of every pod for the whole window seeing none made beyond the
 //!   size in force;
-//! - with 150 PodReplicas × 2 settled, Rust → Python → TypeScript swapped on the running host:
+//! - with 150 PodReplicas × 2 settled, Rust → Python → TypeScript → Go swapped on the running
+//!   host:
 //!   each new version reconciles every object again, and no pod is created or deleted by a
 //!   swap (a watch of every pod from before the first swap to after the last);
 //! - the TypeScript version in shadow beside the Rust one agrees on every decision while
@@ -286,7 +287,11 @@ async fn python_from_the_registry_runs_the_article() {
 async fn swap_languages_keeps_the_pods_and_typescript_shadow_agrees() {
     let cluster = Cluster::start_with_node_pods("polyglot-swap", 150);
     let reg = Registry::start("polyglot-swap");
-    for (file, tag) in [("podreplica_py.wasm", "py"), ("podreplica_ts.wasm", "ts")] {
+    for (file, tag) in [
+        ("podreplica_py.wasm", "py"),
+        ("podreplica_ts.wasm", "ts"),
+        ("podreplica_go.wasm", "go"),
+    ] {
         reg.publish(
             &plugin_dir().join(file),
             &format!("plugins/podreplica:{tag}"),
@@ -322,9 +327,9 @@ async fn swap_languages_keeps_the_pods_and_typescript_shadow_agrees() {
     )
     .await;
 
-    // Rust -> Python -> TypeScript: every object decided again by each, no pod touched.
+    // Rust -> Python -> TypeScript -> Go: every object decided again by each, no pod touched.
     let churn = Churn::start(&client).await;
-    for (tag, version) in [("py", "0.1.0-py"), ("ts", "0.1.0-ts")] {
+    for (tag, version) in [("py", "0.1.0-py"), ("ts", "0.1.0-ts"), ("go", "0.1.0-go")] {
         push_oci(&cluster, &reg, tag, version, false).await;
         let label =
             format!("wasmop_reconciles_total{{plugin=\"podreplica\",version=\"{version}\"}}");

@@ -137,6 +137,7 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
         Lang::Rust => FILES,
         Lang::Python => PYTHON_FILES,
         Lang::Typescript => TYPESCRIPT_FILES,
+        Lang::Go => &[],
     }
 }
 
@@ -201,6 +202,7 @@ fn sdk_in_checkout(lang: Lang) -> (&'static str, &'static str) {
         Lang::Rust => ("guests/sdk", "Cargo.toml"),
         Lang::Python => ("guests/sdk-py", "wasmop_sdk/__init__.py"),
         Lang::Typescript => ("guests/sdk-ts", "src/component.ts"),
+        Lang::Go => ("guests/sdk-go", "go.mod"),
     }
 }
 
@@ -301,6 +303,9 @@ pub fn plan(args: &NewArgs) -> anyhow::Result<(Values, PathBuf)> {
         wasmop: wasmop.to_string_lossy().into_owned(),
     };
     let values = match args.lang {
+        Lang::Go => anyhow::bail!(
+            "no Go template yet: start from guests/podreplica-go of a wasmop checkout (`wasmop build` builds it)"
+        ),
         Lang::Rust => Values {
             sdk: sdk_dependency(args)?,
             ..values

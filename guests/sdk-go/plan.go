@@ -1,0 +1,98 @@
+package wasmop
+
+// ObjectRef is one object to delete; with UID set, only an object with exactly that UID.
+type ObjectRef struct {
+	APIVersion, Kind, Name string
+	Namespace, UID         *string
+}
+
+// Action is one step of a plan: exactly one of Apply (an object, created or updated by
+// server-side apply; encoded as JSON) and Delete is set.
+type Action struct {
+	Apply  any
+	Delete *ObjectRef
+}
+
+// EventType is Normal or Warning.
+type EventType int
+
+const (
+	Normal EventType = iota
+	Warning
+)
+
+// Event is a Kubernetes Event recorded on the primary object.
+type Event struct {
+	Type            EventType
+	Reason, Message string
+}
+
+// Plan is the decision of one reconcile, built step by step:
+//
+//	plan := new(wasmop.Plan).Apply(pod).Normal("ScaledUp", "creating 1 pod(s)")
+type Plan struct {
+	Actions []Action
+	// Status is the desired status of the primary object (encoded as JSON); nil leaves it.
+	Status any
+	Events []Event
+	// RequeueAfterMs asks for another reconcile after that many milliseconds; nil for none.
+	RequeueAfterMs *uint64
+}
+
+// Apply adds a server-side apply of obj.
+func (p *Plan) Apply(obj any) *Plan {
+	p.Actions = append(p.Actions, Action{Apply: obj})
+	return p
+}
+
+// Delete adds a deletion.
+func (p *Plan) Delete(target ObjectRef) *Plan {
+	p.Actions = append(p.Actions, Action{Delete: &target})
+	return p
+}
+
+// SetStatus sets the desired status of the primary object.
+func (p *Plan) SetStatus(status any) *Plan {
+	p.Status = status
+	return p
+}
+
+// Normal adds a Normal Event.
+func (p *Plan) Normal(reason, message string) *Plan {
+	p.Events = append(p.Events, Event{Normal, reason, message})
+	return p
+}
+
+// Warning adds a Warning Event.
+func (p *Plan) Warning(reason, message string) *Plan {
+	p.Events = append(p.Events, Event{Warning, reason, message})
+	return p
+}
+
+// RequeueAfter asks for another reconcile after ms milliseconds.
+func (p *Plan) RequeueAfter(ms uint64) *Plan {
+	p.RequeueAfterMs = &ms
+	return p
+}
+
+// Applied returns the objects this plan applies, in order (for tests).
+func (p *Plan) Applied() []any {
+	var out []any
+	for _, a := range p.Actions {
+		if a.Delete == nil {
+			out = append(out, a.Apply)
+		}
+	}
+	return out
+}
+
+// Deleted returns the objects this plan deletes, in order (for tests).
+func (p *Plan) Deleted() []ObjectRef {
+	var out []ObjectRef
+	for _, a := range p.Actions {
+		if a.Delete != nil {
+			out = append(out, *a.Delete)
+		}
+	}
+	return out
+}
