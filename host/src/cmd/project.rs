@@ -158,7 +158,7 @@ impl Project {
             return Self::scripted(&dir, name, Lang::Typescript, sdk, &package);
         }
         anyhow::bail!(
-            "{}: not a plugin (no Cargo.toml, pyproject.toml or package.json; create one with `wasmop new NAME --kind Kind --group example.com [--lang python|typescript]`)",
+            "{}: not a plugin (no Cargo.toml, pyproject.toml or package.json; create one with `wasmop new NAME --kind Kind --group example.com [--lang python|typescript|go]`)",
             dir.display()
         )
     }

@@ -1,8 +1,10 @@
-//! The tutorial (`docs/first-operator.md`) cannot rot: every `sh` block of it is run, in
-//! order, as one bash script (`set -euo pipefail`) in an empty directory, with this build's
-//! `wasmop` and the local control plane's `kubectl` on the PATH and KUBECONFIG naming it.
-//! The crate it writes builds in its own `target/` as a reader's would (its dependencies are
-//! compiled there each run). A watch times the first pod from the start of the script.
+//! The tutorials (`docs/first-operator.md` in Rust, `docs/python.md`, `docs/typescript.md`,
+//! `docs/go.md`) cannot rot: every `sh` block of one is run, in order, as one bash script
+//! (`set -euo pipefail`) in an empty directory, with this build's `wasmop` and the local
+//! control plane's `kubectl` on the PATH and KUBECONFIG naming it. The Rust crate builds in
+//! its own `target/` as a reader's would (its dependencies are compiled there each run); the
+//! other languages build with the checkout's pinned toolchains. A watch times the first pod
+//! from the start of the script.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,16 +53,27 @@ fn bin_dir(file: &Path) -> PathBuf {
     file.parent().unwrap().to_path_buf()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_command_of_the_tutorial_runs() {
-    let markdown = std::fs::read_to_string(repo().join("docs/first-operator.md")).unwrap();
+/// What a tutorial run left: the script's output, its directory, how long it took, when the
+/// first pod of its PodReplica `web` came, and the cluster (still up).
+struct Run {
+    text: String,
+    dir: PathBuf,
+    took: Duration,
+    first_pod: Duration,
+    cluster: Cluster,
+    _scratch: Scratch,
+}
+
+/// Runs every `sh` block of `doc` (a path under the repository) on a fresh local control plane.
+async fn run_tutorial(doc: &str, tag: &str) -> Run {
+    let markdown = std::fs::read_to_string(repo().join(doc)).unwrap();
     let blocks = sh_blocks(&markdown);
-    assert!(blocks.len() >= 6, "{} sh blocks", blocks.len());
+    assert!(blocks.len() >= 5, "{doc}: {} sh blocks", blocks.len());
     let script = format!("set -euo pipefail\n{}", blocks.join("\n"));
 
-    let cluster = Cluster::start("tutorial");
+    let cluster = Cluster::start(tag);
     let client = cluster.client().await;
-    let scratch = Scratch::new("tutorial");
+    let scratch = Scratch::new(tag);
     let _host = TutorialHost(scratch.0.join("mypodreplica/host.pid"));
     let kubectl_dir = cluster.kubeconfig.parent().unwrap().join("bin");
     assert!(kubectl_dir.join("kubectl").is_file());
@@ -108,18 +121,10 @@ async fn every_command_of_the_tutorial_runs() {
     .unwrap();
     let text = text_of(&out);
     let took = started.elapsed();
-    assert!(out.status.success(), "the tutorial failed:\n{text}");
+    assert!(out.status.success(), "the tutorial {doc} failed:\n{text}");
     println!("{text}");
 
-    // What the tutorial says it does, it did.
-    let case =
-        std::fs::read_to_string(scratch.0.join("mypodreplica/cases/01-first-reconcile.yaml"))
-            .unwrap();
-    assert_eq!(case.matches("generateName: web-pod-").count(), 2, "{case}");
-    assert!(
-        text.contains("test result: ok. 3 passed;") && text.contains("golden: 1 passed, 0 failed"),
-        "{text}"
-    );
+    // The tutorial's PodReplica left pods behind it.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let left = pods
         .list(&ListParams::default().labels("tutorial.example.com/podreplica=web"))
@@ -128,12 +133,67 @@ async fn every_command_of_the_tutorial_runs() {
         .items;
     assert!(
         left.iter().any(|p| p.metadata.deletion_timestamp.is_none()),
-        "no pod of the tutorial's PodReplica left"
+        "{doc}: no pod of the tutorial's PodReplica left"
     );
-    let first = first_pod.await.unwrap();
+    let first_pod = first_pod.await.unwrap();
+    Run {
+        text,
+        dir: scratch.0.join("mypodreplica"),
+        took,
+        first_pod,
+        cluster,
+        _scratch: scratch,
+    }
+}
+
+/// The golden case the tutorial had `wasmop test --update` fill in holds the two pods.
+fn case_holds_two_pods(run: &Run) {
+    let case = std::fs::read_to_string(run.dir.join("cases/01-first-reconcile.yaml")).unwrap();
+    assert_eq!(case.matches("generateName: web-pod-").count(), 2, "{case}");
+    assert!(
+        run.text.contains("golden: 1 passed, 0 failed"),
+        "{}",
+        run.text
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_command_of_the_tutorial_runs() {
+    let run = run_tutorial("docs/first-operator.md", "tutorial").await;
+    case_holds_two_pods(&run);
+    assert!(
+        run.text.contains("test result: ok. 3 passed;"),
+        "{}",
+        run.text
+    );
     println!(
         "tutorial: {:.0} s in all; the first pod {:.0} s after `wasmop new` (the crate's dependencies compiled in an earlier run, or on the way in the first)",
-        took.as_secs_f64(),
-        first.as_secs_f64()
+        run.took.as_secs_f64(),
+        run.first_pod.as_secs_f64()
+    );
+    drop(run.cluster);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_command_of_the_python_tutorial_runs() {
+    let run = run_tutorial("docs/python.md", "tutorial-py").await;
+    case_holds_two_pods(&run);
+    assert!(run.text.contains("3 passed in"), "pytest: {}", run.text);
+    println!(
+        "Python tutorial: {:.0} s in all; the first pod {:.0} s after `wasmop new`",
+        run.took.as_secs_f64(),
+        run.first_pod.as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_command_of_the_typescript_tutorial_runs() {
+    let run = run_tutorial("docs/typescript.md", "tutorial-ts").await;
+    case_holds_two_pods(&run);
+    assert!(run.text.contains("# pass 3"), "node --test: {}", run.text);
+    println!(
+        "TypeScript tutorial: {:.0} s in all; the first pod {:.0} s after `wasmop new`",
+        run.took.as_secs_f64(),
+        run.first_pod.as_secs_f64()
     );
 }

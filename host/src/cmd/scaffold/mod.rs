@@ -1,9 +1,10 @@
 //! `wasmop new`: a standalone plugin, outside any workspace, that builds, passes its unit
 //! tests and its golden case untouched. In Rust: a crate that builds with a plain `cargo
-//! build --release` and tests under wasmtime with `cargo test`. In Python or TypeScript: a
-//! package on the wasmop SDK of a checkout, built and tested by `wasmop build --test`
-//! (componentize-py and pytest; componentize-js, tsc and node's test runner). The same
-//! decision in every language, so the same golden case.
+//! build --release` and tests under wasmtime with `cargo test`. In Python, TypeScript or Go:
+//! a package on the wasmop SDK of a checkout, built and tested by `wasmop build --test`
+//! (componentize-py and pytest; componentize-js, tsc and node's test runner; Go for
+//! `GOOS=wasip1` and wasm-tools, then gofmt, go vet and go test). The same decision in every
+//! language, so the same golden case.
 //!
 //! Split by concern: [`names`] (what a name, a kind, a group and a version may be) and the
 //! templates under `template/` (rendered by [`render`]).
@@ -39,9 +40,9 @@ pub struct NewArgs {
     /// The language of the plugin.
     #[arg(long, value_enum, default_value = "rust")]
     pub lang: Lang,
-    /// The wasmop SDK of the language (`guests/sdk`, `guests/sdk-py` or `guests/sdk-ts` of a
-    /// wasmop checkout; default: the checkout this command runs in, or the one wasmop was
-    /// built from).
+    /// The wasmop SDK of the language (`guests/sdk`, `guests/sdk-py`, `guests/sdk-ts` or
+    /// `guests/sdk-go` of a wasmop checkout; default: the checkout this command runs in, or
+    /// the one wasmop was built from).
     #[arg(long, conflicts_with = "sdk_git")]
     pub sdk: Option<PathBuf>,
     /// The Rust SDK as a git dependency instead (a repository URL).
@@ -64,7 +65,7 @@ pub struct Values {
     pub plural: String,
     /// The `wasmop-sdk` dependency, as a TOML inline table (Rust).
     pub sdk: String,
-    /// The SDK's directory (Python, TypeScript).
+    /// The SDK's directory (Python, TypeScript, Go).
     pub sdk_path: String,
     /// The `wasmop` binary that runs the unit tests.
     pub wasmop: String,
@@ -131,13 +132,36 @@ const TYPESCRIPT_FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The files of a new Go plugin: path inside the module, template. The plugin's package is
+/// `{{crate}}` (a Go package name has no '-'); its files are not named after the plugin, so
+/// that no name reads as a build constraint (`_test`, `_linux`, `_wasm`, ...).
+const GO_FILES: &[(&str, &str)] = &[
+    ("go.mod", include_str!("template/go/go.mod.tmpl")),
+    ("main.go", include_str!("template/go/main.go.tmpl")),
+    (
+        "{{crate}}/plugin.go",
+        include_str!("template/go/plugin.go.tmpl"),
+    ),
+    (
+        "{{crate}}/plugin_test.go",
+        include_str!("template/go/plugin_test.go.tmpl"),
+    ),
+    (".gitignore", include_str!("template/go/gitignore.tmpl")),
+    (
+        "cases/01-first-decision.yaml",
+        include_str!("template/case.yaml.tmpl"),
+    ),
+    ("sample.yaml", include_str!("template/sample.yaml.tmpl")),
+    ("README.md", include_str!("template/go/README.md.tmpl")),
+];
+
 /// The files of a new plugin in `lang`.
 fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
     match lang {
         Lang::Rust => FILES,
         Lang::Python => PYTHON_FILES,
         Lang::Typescript => TYPESCRIPT_FILES,
-        Lang::Go => &[],
+        Lang::Go => GO_FILES,
     }
 }
 
@@ -206,7 +230,7 @@ fn sdk_in_checkout(lang: Lang) -> (&'static str, &'static str) {
     }
 }
 
-/// The directory of the Python or TypeScript SDK (`--sdk`, else the checkout's).
+/// The directory of the Python, TypeScript or Go SDK (`--sdk`, else the checkout's).
 fn sdk_directory(args: &NewArgs) -> anyhow::Result<String> {
     let (dir, marker) = sdk_in_checkout(args.lang);
     let path = match &args.sdk {
@@ -256,6 +280,61 @@ fn sdk_dependency(args: &NewArgs) -> anyhow::Result<String> {
     ))
 }
 
+/// The Go keywords, which cannot name a package.
+const GO_KEYWORDS: &[&str] = &[
+    "break",
+    "case",
+    "chan",
+    "const",
+    "continue",
+    "default",
+    "defer",
+    "else",
+    "fallthrough",
+    "for",
+    "func",
+    "go",
+    "goto",
+    "if",
+    "import",
+    "interface",
+    "map",
+    "package",
+    "range",
+    "return",
+    "select",
+    "struct",
+    "switch",
+    "type",
+    "var",
+];
+
+/// The module paths `go` reserves: the standard library's top-level packages (Go 1.26; a
+/// module of the same path makes their imports ambiguous) and the patterns it treats apart.
+const GO_RESERVED: &[&str] = &[
+    "all", "bufio", "builtin", "bytes", "cmd", "cmp", "context", "crypto", "embed", "encoding",
+    "errors", "expvar", "flag", "fmt", "hash", "html", "image", "io", "iter", "log", "maps",
+    "math", "mime", "net", "os", "path", "plugin", "reflect", "regexp", "runtime", "slices",
+    "sort", "std", "strconv", "strings", "structs", "sync", "syscall", "testing", "time",
+    "unicode", "unique", "unsafe", "weak",
+];
+
+/// Whether `name` (a valid plugin name) can be a Go module's path (`{{name}}`) and name its
+/// package (`{{crate}}`), which the main package imports.
+fn check_go_package(name: &str) -> anyhow::Result<()> {
+    if GO_KEYWORDS.contains(&name) || name == "main" {
+        anyhow::bail!(
+            "`{name}` cannot name a Go plugin: its package would be `{name}`, a Go keyword or the main package (for example `{name}-op`)"
+        );
+    }
+    if GO_RESERVED.contains(&name) {
+        anyhow::bail!(
+            "`{name}` cannot name a Go plugin: its module would be `{name}`, a package of Go's standard library (for example `{name}-op`)"
+        );
+    }
+    Ok(())
+}
+
 /// Checks the arguments and works out the values and the directory.
 pub fn plan(args: &NewArgs) -> anyhow::Result<(Values, PathBuf)> {
     let checks = [
@@ -266,6 +345,9 @@ pub fn plan(args: &NewArgs) -> anyhow::Result<(Values, PathBuf)> {
     ];
     if let Some(Err(e)) = checks.into_iter().find(Result::is_err) {
         anyhow::bail!(e);
+    }
+    if args.lang == Lang::Go {
+        check_go_package(&args.name)?;
     }
     let plural = args
         .plural
@@ -303,9 +385,6 @@ pub fn plan(args: &NewArgs) -> anyhow::Result<(Values, PathBuf)> {
         wasmop: wasmop.to_string_lossy().into_owned(),
     };
     let values = match args.lang {
-        Lang::Go => anyhow::bail!(
-            "no Go template yet: start from guests/podreplica-go of a wasmop checkout (`wasmop build` builds it)"
-        ),
         Lang::Rust => Values {
             sdk: sdk_dependency(args)?,
             ..values
@@ -390,7 +469,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled() {
-        for (path, template) in [FILES, PYTHON_FILES, TYPESCRIPT_FILES].concat() {
+        for (path, template) in [FILES, PYTHON_FILES, TYPESCRIPT_FILES, GO_FILES].concat() {
             let out = render(template, &values());
             assert!(
                 !out.contains("{{name}}") && !out.contains("{{Kind}}"),
@@ -402,6 +481,11 @@ mod tests {
                 assert!(!out.contains(&format!("{{{{{key}}}}}")), "{path}: {key}");
             }
         }
+        let go_mod = render(GO_FILES[0].1, &values());
+        assert!(go_mod.contains("module my-op\n") && go_mod.contains("wasmop/sdk => /sdk-py\n"));
+        assert_eq!(render(GO_FILES[2].0, &values()), "my_op/plugin.go");
+        let go = render(GO_FILES[2].1, &values());
+        assert!(go.contains("package my_op\n") && go.contains("type GreetingPlugin struct{}"));
         let lib = render(FILES[4].1, &values());
         assert!(lib.contains("pub struct GreetingSpec") && lib.contains("\"greetings\""));
     }
@@ -426,6 +510,14 @@ mod tests {
         assert!(err(args("My_Op", "Greeting")).contains("not a valid plugin name"));
         assert!(err(args("my-op", "greeting")).contains("not a valid kind"));
         assert!(err(args("my-op", "Greeting")).contains("is not empty"));
+        let go = |name: &str| NewArgs {
+            lang: Lang::Go,
+            sdk_git: None,
+            ..args(name, "Greeting")
+        };
+        assert!(err(go("type")).contains("cannot name a Go plugin"));
+        assert!(err(go("main")).contains("cannot name a Go plugin"));
+        assert!(err(go("time")).contains("standard library"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
