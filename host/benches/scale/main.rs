@@ -50,6 +50,9 @@ struct Args {
     smoke: bool,
     /// Only the floor, the three phases and the memory at rest: for measuring one lever.
     converge_only: bool,
+    /// The PodReplica component the host runs (a file of the plugins directory): the Rust
+    /// one, or the same plugin in another language (`podreplica_py.wasm`, ...).
+    plugin: String,
 }
 
 fn numbers(flag: &str, v: Option<String>) -> Vec<usize> {
@@ -70,6 +73,7 @@ fn args() -> Args {
         replicas: vec![1, 2, 3],
         smoke: false,
         converge_only: false,
+        plugin: "podreplica.wasm".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -84,10 +88,11 @@ fn args() -> Args {
             }
             "--smoke" => a.smoke = true,
             "--converge-only" => a.converge_only = true,
+            "--plugin" => a.plugin = it.next().expect("--plugin needs a file name"),
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only]\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm]\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
                 );
                 std::process::exit(0);
             }
@@ -98,6 +103,10 @@ fn args() -> Args {
         a.objects = vec![100];
         a.samples = 10;
         a.replicas = Vec::new();
+    }
+    if a.plugin != "podreplica.wasm" {
+        // The swap and shadow phases push the Rust v2 over the plugin under test.
+        a.converge_only = true;
     }
     if a.converge_only {
         a.replicas = Vec::new();
@@ -114,7 +123,7 @@ fn in_flight() -> usize {
         .unwrap_or(8)
 }
 
-async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row {
+async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool, plugin: &str) -> Row {
     let node_pods = (n * 5 / 3 + 200) as u32;
     let cluster = Cluster::start_with_node_pods(&format!("scale-{n}"), node_pods);
     let client = cluster.client().await;
@@ -136,7 +145,7 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool) -> Row 
     operator_floor::remove(&client, &tracker, &names).await;
     println!("{n}: operator floor {op_floor_s:.1} s for {n} PodReplicas at 3");
 
-    let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
+    let host = Host::start(&cluster, &[plugin], &[], &[]);
     eventually(Duration::from_secs(120), "host ready", || async {
         (host.http_get("/readyz")?.0 == 200).then_some(())
     })
@@ -220,13 +229,14 @@ async fn main() {
     let a = args();
     let mut rows = Vec::new();
     for &n in &a.objects {
-        rows.push(row(n, a.samples, a.smoke, a.converge_only).await);
+        rows.push(row(n, a.samples, a.smoke, a.converge_only, &a.plugin).await);
     }
     if let (Some(last), Some(&n)) = (rows.last_mut(), a.objects.iter().max()) {
         for &k in &a.replicas {
             last.sharded.push(replicas::sharded(n, k).await);
         }
     }
+    println!("PodReplica component: {}", a.plugin);
     report::print(&rows);
     if a.smoke {
         println!(
