@@ -197,3 +197,19 @@ async fn every_command_of_the_typescript_tutorial_runs() {
         run.first_pod.as_secs_f64()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_command_of_the_go_tutorial_runs() {
+    let run = run_tutorial("docs/go.md", "tutorial-go").await;
+    case_holds_two_pods(&run);
+    assert!(
+        run.text.contains("ok  \tmypodreplica/"),
+        "go test: {}",
+        run.text
+    );
+    println!(
+        "Go tutorial: {:.0} s in all; the first pod {:.0} s after `wasmop new`",
+        run.took.as_secs_f64(),
+        run.first_pod.as_secs_f64()
+    );
+}
