@@ -1,8 +1,9 @@
-//! End to end: `wasmop dev` on a plugin scaffolded by `wasmop new`. The sample reaches its
-//! desired state; an edit of the source (a new label on the ConfigMaps it writes) is built
-//! and swapped in within a minute of the save (about 10 s), and objects decided afterwards carry the
-//! label; a syntax error is reported with the compiler's message while the last good version
-//! keeps running; SIGTERM stops the host and the local control plane (`--local`) it started.
+//! End to end: `wasmop dev` on a plugin scaffolded by `wasmop new`, in Rust and in Python.
+//! The sample reaches its desired state; an edit of the source (a new label on the
+//! ConfigMaps it writes) is built and swapped in within a minute of the save (about 10 s),
+//! and objects decided afterwards carry the label; a syntax error is reported with the
+//! compiler's message while the last good version keeps running; SIGTERM stops the host and
+//! the local control plane (`--local`) it started.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -123,7 +124,36 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     let scratch = Scratch::new("dev");
     let dir = scratch.0.join("greeter");
     new_greeter("greeter", &dir);
-    let mut dev = Dev::start(&dir, scratch.0.join("dev.log"));
+    dev_loop(&scratch, &dir, "src/lib.rs", "fn broken( {", "error").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_rebuilds_and_swaps_a_python_plugin_on_save() {
+    let scratch = Scratch::new("dev-py");
+    let dir = scratch.0.join("greeter");
+    let mut new = new_greeter_command("greeter", &dir);
+    new.args(["--lang", "python"]);
+    let out = new.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dev_loop(
+        &scratch,
+        &dir,
+        "greeter/__init__.py",
+        "def broken(:",
+        "SyntaxError",
+    )
+    .await;
+}
+
+/// The loop of `wasmop dev` on the scaffolded plugin in `dir`: its sample decided, an edit of
+/// `source` swapped in, `broken` appended to it reported (the message holds `error`) while the
+/// edited version keeps running, and SIGTERM stopping everything.
+async fn dev_loop(scratch: &Scratch, dir: &Path, source: &str, broken: &str, error: &str) {
+    let mut dev = Dev::start(dir, scratch.0.join("dev.log"));
     // The first build may compile every dependency (a cold cache): minutes, not seconds.
     // Then dev starts the local control plane and says where its kubeconfig is.
     let kubeconfig = eventually(
@@ -148,7 +178,7 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     greet(&client, "first", "one").await;
 
     // An edit: the ConfigMaps it writes get a label. Saved, built, swapped in.
-    let lib = dir.join("src/lib.rs");
+    let lib = dir.join(source);
     let source = std::fs::read_to_string(&lib).unwrap();
     let edited = source.replace(
         r#""metadata": {"name": me.name, "namespace": me.namespace},"#,
@@ -179,7 +209,7 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     println!("save -> the edited version running: {swap_s:.1} s");
 
     // A syntax error: the compiler's message is shown, the edited version keeps running.
-    std::fs::write(&lib, format!("{edited}\nfn broken( {{\n")).unwrap();
+    std::fs::write(&lib, format!("{edited}\n{broken}\n")).unwrap();
     eventually(
         Duration::from_secs(60),
         "the build failure reported within a minute",
@@ -187,7 +217,7 @@ async fn dev_rebuilds_and_swaps_on_save_and_keeps_the_last_good_version() {
     )
     .await;
     let log = dev.text();
-    assert!(log.contains("error"), "no compiler message:\n{log}");
+    assert!(log.contains(error), "no compiler message:\n{log}");
     assert!(!swapped(&dev, 2), "a broken build was swapped in:\n{log}");
     let labels = greet(&client, "third", "three").await;
     assert_eq!(labels.get(LABEL).map(String::as_str), Some("yes"));
