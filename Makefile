@@ -96,9 +96,9 @@ tools:
 	tests/registry/build-tools >/dev/null
 
 ## toolchains: install the Python, TypeScript and Go plugin toolchains (componentize-py,
-## pytest; componentize-js, jco, rolldown, tsc; wit-bindgen and wasm-tools, built from
-## crates.io, and the WASI reactor adapter of the host's wasmtime), pinned in
-## guests/toolchains/ (once per machine; cached under ~/.cache/wasmop/toolchains)
+## pytest; componentize-js, jco, rolldown, tsc; the WASI reactor adapter of the host's
+## wasmtime for Go, whose component jco makes), pinned in guests/toolchains/ (once per
+## machine; cached under ~/.cache/wasmop/toolchains)
 toolchains:
 	guests/toolchains/install >/dev/null
 	guests/toolchains/go/install >/dev/null

@@ -61,12 +61,12 @@ pub enum Command {
     Rbac(crate::principals::manifest::RbacArgs),
     /// Print the CustomResourceDefinition of WasmPlugin (YAML).
     Crd,
-    /// Build a plugin (Rust, Python or TypeScript) into its component and print its path.
+    /// Build a plugin (Rust, Python, TypeScript or Go) into its component and print its path.
     Build(crate::cmd::project::BuildArgs),
-    /// Create a new plugin crate (outside any workspace) that builds, tests and runs as is.
+    /// Create a new plugin (Rust, Python, TypeScript or Go) that builds, tests and runs as is.
     New(crate::cmd::scaffold::NewArgs),
-    /// Build a plugin crate, run the host with it, and rebuild and hot-swap it on every
-    /// saved change.
+    /// Build a plugin (any language `wasmop build` takes), run the host with it, and rebuild
+    /// and hot-swap it on every saved change.
     Dev(crate::cmd::dev::DevArgs),
 }
 

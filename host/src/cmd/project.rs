@@ -4,7 +4,7 @@
 //! `wasmop build` and `wasmop dev` build each the way its language does: cargo for Rust; for
 //! the others the pinned toolchains of the wasmop checkout the plugin's SDK comes from
 //! (`guests/toolchains/plugin`, next to the SDK: componentize-py; tsc, rolldown and
-//! componentize-js; `guests/toolchains/go/plugin`: go, wit-bindgen and wasm-tools).
+//! componentize-js; `guests/toolchains/go/plugin`: go and jco).
 
 use std::path::{Path, PathBuf};
 
@@ -21,8 +21,8 @@ pub enum Lang {
     Python,
     /// TypeScript, with `guests/sdk-ts` (componentize-js; tests with node's test runner).
     Typescript,
-    /// Go (stock Go, `GOOS=wasip1`), with `guests/sdk-go` (wit-bindgen, wasm-tools and the
-    /// WASI reactor adapter; tests with `go test`).
+    /// Go (stock Go, `GOOS=wasip1`), with `guests/sdk-go` (its wit-bindgen bindings, jco's
+    /// wit-component and the WASI reactor adapter; tests with `go test`).
     Go,
 }
 
@@ -49,7 +49,7 @@ pub struct Project {
     pub lang: Lang,
     /// The component a build writes.
     pub wasm: PathBuf,
-    /// The toolchain script that builds it (Python, TypeScript).
+    /// The toolchain script that builds it (Python, TypeScript, Go).
     toolchain: Option<PathBuf>,
 }
 
@@ -288,11 +288,11 @@ impl Project {
 /// Arguments of `wasmop build`.
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
-    /// The plugin's directory (a Rust crate, a Python or TypeScript package as `wasmop new`
-    /// makes them).
+    /// The plugin's directory (a Rust crate, a Python or TypeScript package, a Go module, as
+    /// `wasmop new` makes them).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
-    /// Run the plugin's own unit tests too, after the build (pytest, node --test, cargo test).
+    /// Run the plugin's own unit tests too, after the build (cargo test, pytest, node --test, go test).
     #[arg(long)]
     pub test: bool,
 }
