@@ -292,7 +292,8 @@ pub struct BuildArgs {
     /// `wasmop new` makes them).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
-    /// Run the plugin's own unit tests too, after the build (cargo test, pytest, node --test, go test).
+    /// Run the plugin's own unit tests too, after the build (cargo test, pytest,
+    /// node --test, go test).
     #[arg(long)]
     pub test: bool,
 }

@@ -3,8 +3,8 @@
 //! build --release` and tests under wasmtime with `cargo test`. In Python, TypeScript or Go:
 //! a package on the wasmop SDK of a checkout, built and tested by `wasmop build --test`
 //! (componentize-py and pytest; componentize-js, tsc and node's test runner; Go for
-//! `GOOS=wasip1` and jco's wit-component, then gofmt, go vet and go test). The same decision in every
-//! language, so the same golden case.
+//! `GOOS=wasip1` and jco's wit-component, then gofmt, go vet and go test). The same decision
+//! in every language, so the same golden case.
 //!
 //! Split by concern: [`names`] (what a name, a kind, a group and a version may be) and the
 //! templates under `template/` (rendered by [`render`]).
