@@ -8,6 +8,7 @@ pub mod publish;
 pub mod push;
 pub mod rollout;
 pub mod scaffold;
+pub mod status;
 pub mod target;
 
 use std::process::ExitCode;
@@ -53,6 +54,9 @@ pub enum Command {
     Promote(crate::cmd::rollout::EndArgs),
     /// Drop a WasmPlugin's candidate; the active version decides every object again.
     Abort(crate::cmd::rollout::EndArgs),
+    /// Show each plugin now: active version and digest, candidate and agreement, objects,
+    /// reconciles and errors of the last minute, refused plans by rule, shard shares.
+    Status(crate::cmd::status::StatusArgs),
     /// Run a plugin version against recorded decisions (`wasmop run --record`) and list
     /// what it decides differently.
     Replay(offline::replay::ReplayArgs),
@@ -127,9 +131,30 @@ fn start_afresh(error: anyhow::Error) -> anyhow::Error {
     anyhow::anyhow!("{error}; cannot start {} afresh: {failed}", exe.display())
 }
 
+/// The name kubectl runs its plugin `wasmop` by (`kubectl wasmop ...`): the binary, or a
+/// symlink to it, on `PATH` under this name.
+const KUBECTL_PLUGIN: &str = "kubectl-wasmop";
+
+/// The arguments; under the name [`KUBECTL_PLUGIN`] the help and errors say
+/// `kubectl wasmop`, as kubectl users type it.
+fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let as_plugin = std::env::args_os().next().is_some_and(|arg0| {
+        std::path::Path::new(&arg0).file_name() == Some(std::ffi::OsStr::new(KUBECTL_PLUGIN))
+    });
+    if !as_plugin {
+        return Cli::parse();
+    }
+    let matches = Cli::command()
+        .name("kubectl wasmop")
+        .bin_name("kubectl wasmop")
+        .get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 /// Parses the arguments and runs the command.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     // Registries are reached with reqwest on rustls; its crypto is ring's, as the API
     // server's (one TLS stack). Installing fails only if a provider is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -150,6 +175,7 @@ pub fn main() -> ExitCode {
         Command::Verify(a) => block_on(crate::cmd::publish::verify(a)).map(exit_if),
         Command::Promote(a) => block_on(crate::cmd::rollout::run(a, true)).map(exit_if),
         Command::Abort(a) => block_on(crate::cmd::rollout::run(a, false)).map(exit_if),
+        Command::Status(a) => block_on(crate::cmd::status::run(a)).map(exit_if),
         Command::Replay(a) => offline::replay::run(a).map(exit_if),
         Command::Rbac(a) => crate::principals::manifest::run(a).map(|()| ExitCode::SUCCESS),
         Command::Crd => print_wasmplugin_crd().map(|()| ExitCode::SUCCESS),

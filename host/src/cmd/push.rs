@@ -19,7 +19,6 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
 
 use crate::cmd::target::{Target, wait_for_verdict};
-use crate::k8s::client::client;
 use crate::registry::bytes::pack;
 use crate::registry::wasmplugin::{DEFAULT_KEY, WasmPlugin};
 use crate::runtime::validate::is_dns_label;
@@ -159,8 +158,8 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         );
     }
     let oci = args.oci()?;
-    let client = client(args.target.kubeconfig.as_deref()).await?;
-    let wps: Api<WasmPlugin> = Api::namespaced(client.clone(), &args.target.namespace);
+    let (client, namespace) = args.target.cluster.connect().await?;
+    let wps: Api<WasmPlugin> = Api::namespaced(client.clone(), &namespace);
     let current = wps
         .get_opt(&args.name)
         .await
@@ -168,7 +167,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     if args.is_candidate() && current.is_none() {
         anyhow::bail!(
             "WasmPlugin {}/{} does not exist: a candidate goes beside an active version (push one without --shadow/--canary first)",
-            args.target.namespace,
+            namespace,
             args.name
         );
     }
@@ -185,7 +184,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
             let cm = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(cm_name.clone()),
-                    namespace: Some(args.target.namespace.clone()),
+                    namespace: Some(namespace.clone()),
                     labels: Some(BTreeMap::from([(
                         "app.kubernetes.io/managed-by".into(),
                         "wasmop".into(),
@@ -198,7 +197,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
                 )])),
                 ..ConfigMap::default()
             };
-            let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &args.target.namespace);
+            let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
             cms.patch(
                 &cm_name,
                 &PatchParams::apply("wasmop-push").force(),
@@ -247,7 +246,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         spec["record"] = json!(on);
     }
     let wp = json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
-        "metadata": {"name": args.name, "namespace": args.target.namespace}, "spec": spec});
+        "metadata": {"name": args.name, "namespace": namespace}, "spec": spec});
     let mut written = wps
         .patch(&args.name, &pp, &Patch::Apply(&wp))
         .await
@@ -269,7 +268,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     };
     println!(
         "pushed {described} as {role}WasmPlugin {}/{}{}",
-        args.target.namespace,
+        namespace,
         args.name,
         digest
             .as_deref()
@@ -281,7 +280,7 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
     }
     let generation = written.metadata.generation;
     let candidate = args.is_candidate();
-    wait_for_verdict(wps, &args.name, &args.target, |wp| {
+    wait_for_verdict(wps, &args.name, &namespace, &args.target, |wp| {
         if candidate {
             candidate_verdict(wp, generation, digest.as_deref())
         } else {

@@ -7,7 +7,6 @@ use anyhow::Context;
 use kube::api::Api;
 
 use crate::cmd::target::{Target, wait_for_verdict};
-use crate::k8s::client::client;
 use crate::registry::promotion::{abort_patch, patch_spec, promote_patch};
 use crate::registry::wasmplugin::WasmPlugin;
 
@@ -24,8 +23,8 @@ pub struct EndArgs {
 /// Runs `wasmop promote` (or, with `promote` false, `wasmop abort`); returns whether the
 /// host carried it out.
 pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
-    let client = client(args.target.kubeconfig.as_deref()).await?;
-    let api: Api<WasmPlugin> = Api::namespaced(client, &args.target.namespace);
+    let (client, namespace) = args.target.cluster.connect().await?;
+    let api: Api<WasmPlugin> = Api::namespaced(client, &namespace);
     let wp = api
         .get_opt(&args.name)
         .await
@@ -33,7 +32,7 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "no WasmPlugin {}/{} (wasmop push creates it)",
-                args.target.namespace,
+                namespace,
                 args.name
             )
         })?;
@@ -42,7 +41,7 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
     } else if wp.spec.rollout.is_none() {
         anyhow::bail!(
             "WasmPlugin {}/{} has no candidate: nothing to abort",
-            args.target.namespace,
+            namespace,
             args.name
         );
     } else {
@@ -60,7 +59,7 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
     let what = if promote { "promoted" } else { "aborted" };
     println!(
         "{what}: WasmPlugin {}/{} {}",
-        args.target.namespace,
+        namespace,
         args.name,
         candidate.unwrap_or_default()
     );
@@ -69,7 +68,7 @@ pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
     }
     let generation = written.metadata.generation;
     let digest = written.spec.sha256.clone();
-    wait_for_verdict(api, &args.name, &args.target, |wp| {
+    wait_for_verdict(api, &args.name, &namespace, &args.target, |wp| {
         crate::cmd::push::verdict(wp, generation, digest.as_deref())
     })
     .await

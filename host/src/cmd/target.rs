@@ -1,5 +1,7 @@
-//! What the commands that change a WasmPlugin share (`wasmop push`, `promote`, `abort`): the
-//! namespace and kubeconfig they reach the cluster with, and the wait for the host's verdict.
+//! What the commands that reach a cluster share (`wasmop push`, `promote`, `abort`,
+//! `status`): kubectl's flags for the cluster and namespace ([`Cluster`], so that
+//! `kubectl wasmop ...` takes the flags kubectl users type), and the wait for the host's
+//! verdict.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,20 +12,41 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::registry::wasmplugin::WasmPlugin;
 
-/// Where a WasmPlugin command acts, and how long it waits for the host.
+/// The cluster and namespace a command talks to, with kubectl's flags and defaults.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Target {
-    /// Namespace the host reads WasmPlugins from.
-    #[arg(
-        long,
-        short = 'n',
-        env = "WASMOP_PLUGIN_NAMESPACE",
-        default_value = "default"
-    )]
-    pub namespace: String,
+pub struct Cluster {
+    /// Namespace of the WasmPlugins (the one the host reads them from); default: the
+    /// kubeconfig context's namespace, else `default`.
+    #[arg(long, short = 'n', env = "WASMOP_PLUGIN_NAMESPACE")]
+    pub namespace: Option<String>,
     /// Kubeconfig file (default: `$KUBECONFIG` or `~/.kube/config`).
     #[arg(long, env = "WASMOP_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+impl Cluster {
+    /// A client of the chosen context, and the namespace to act in.
+    pub async fn connect(&self) -> anyhow::Result<(kube::Client, String)> {
+        let config =
+            crate::k8s::client::cli_config(self.kubeconfig.as_deref(), self.context.as_deref())
+                .await?;
+        let namespace = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        Ok((kube::Client::try_from(config)?, namespace))
+    }
+}
+
+/// Where a WasmPlugin command acts, and how long it waits for the host.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// The cluster and namespace.
+    #[command(flatten)]
+    pub cluster: Cluster,
     /// Do not wait for the host's verdict.
     #[arg(long)]
     pub no_wait: bool,
@@ -38,6 +61,7 @@ pub struct Target {
 pub async fn wait_for_verdict(
     api: Api<WasmPlugin>,
     name: &str,
+    namespace: &str,
     target: &Target,
     verdict: impl Fn(&WasmPlugin) -> Option<(bool, String)>,
 ) -> anyhow::Result<bool> {
@@ -55,7 +79,7 @@ pub async fn wait_for_verdict(
         _ => anyhow::bail!(
             "no verdict from the host within {} s (is `wasmop run` watching namespace `{}`?)",
             target.timeout,
-            target.namespace
+            namespace
         ),
     }
 }

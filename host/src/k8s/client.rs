@@ -17,13 +17,29 @@ use crate::telemetry::metrics::Metrics;
 pub(crate) async fn client_config(
     kubeconfig: Option<&std::path::Path>,
 ) -> anyhow::Result<kube::Config> {
-    let mut config = match kubeconfig {
-        Some(path) => {
+    cli_config(kubeconfig, None).await
+}
+
+/// [`client_config`] with kubectl's `--context` (a context of the kubeconfig other than its
+/// current one).
+pub(crate) async fn cli_config(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> anyhow::Result<kube::Config> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let mut config = match (kubeconfig, context) {
+        (Some(path), _) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
         }
-        None => kube::Config::infer().await?,
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await?,
+        (None, None) => kube::Config::infer().await?,
     };
     config.headers.push((
         http::header::USER_AGENT,

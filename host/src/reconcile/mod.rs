@@ -140,6 +140,7 @@ async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .instrument(span)
         .await;
     ctx.metrics.reconciles.get_or_create(&labels).inc();
+    ctx.metrics.recent_reconciles.add(&plugin.info.name);
     ctx.metrics
         .reconcile_duration_seconds
         .get_or_create(&labels)
@@ -147,6 +148,7 @@ async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     match &result {
         Ok(_) => ctx.backoff.succeeded(&key),
         Err(e) => {
+            ctx.metrics.recent_errors.add(&plugin.info.name);
             ctx.metrics
                 .reconcile_errors
                 .get_or_create(&crate::telemetry::metrics::ErrorLabels::new(

@@ -25,6 +25,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::telemetry::recent::LastMinute;
+
 /// Labels of a per-plugin-version metric.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PluginLabels {
@@ -211,6 +213,16 @@ pub struct Metrics {
     pub shard_moves: Family<MoveLabels, Counter>,
     /// WasmPlugin versions refused (each new refusal once), by source and reason.
     pub source_refusals: Family<RefusalLabels, Counter>,
+    /// Reconciles completed in the last minute, per plugin (what `wasmop status` shows;
+    /// dashboards use `rate()` of the counters). Refreshed from [`Metrics::recent_reconciles`]
+    /// on every scrape.
+    pub reconciles_last_minute: Family<PluginOnlyLabels, Gauge>,
+    /// Reconciles that ended in an error in the last minute, per plugin.
+    pub reconcile_errors_last_minute: Family<PluginOnlyLabels, Gauge>,
+    /// Reconciles per plugin over the last minute: add one where a reconcile is counted.
+    pub recent_reconciles: LastMinute,
+    /// Failed reconciles per plugin over the last minute.
+    pub recent_errors: LastMinute,
 }
 
 /// Labels of [`Metrics::source_refusals`].
@@ -390,6 +402,18 @@ impl Metrics {
             shard_moves.clone(),
         );
         let source_refusals = Family::<RefusalLabels, Counter>::default();
+        let reconciles_last_minute = Family::<PluginOnlyLabels, Gauge>::default();
+        registry.register(
+            "reconciles_last_minute",
+            "Reconciles completed in the last minute, per plugin",
+            reconciles_last_minute.clone(),
+        );
+        let reconcile_errors_last_minute = Family::<PluginOnlyLabels, Gauge>::default();
+        registry.register(
+            "reconcile_errors_last_minute",
+            "Reconciles that ended in an error in the last minute, per plugin",
+            reconcile_errors_last_minute.clone(),
+        );
         registry.register(
             "source_refusals",
             "WasmPlugin versions refused, by source and reason",
@@ -403,6 +427,10 @@ impl Metrics {
             shard_ring_members,
             shard_moves,
             source_refusals,
+            reconciles_last_minute,
+            reconcile_errors_last_minute,
+            recent_reconciles: LastMinute::new(),
+            recent_errors: LastMinute::new(),
             rollout_decisions,
             reconciles,
             reconcile_errors,
@@ -424,6 +452,16 @@ impl Metrics {
     /// The registry in the OpenMetrics text format (ending with `# EOF`), as served with
     /// the content type `application/openmetrics-text; version=1.0.0; charset=utf-8`.
     pub fn encode(&self) -> String {
+        for (window, gauges) in [
+            (&self.recent_reconciles, &self.reconciles_last_minute),
+            (&self.recent_errors, &self.reconcile_errors_last_minute),
+        ] {
+            for (plugin, count) in window.snapshot() {
+                gauges
+                    .get_or_create(&PluginOnlyLabels { plugin })
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+        }
         let mut out = String::new();
         // Writing to a String cannot fail, and none of the registered metric types fails
         // to encode; a partial output would still be better than a panic.

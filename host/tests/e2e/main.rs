@@ -26,4 +26,5 @@ mod rollout;
 mod scaffold;
 mod shards;
 mod size;
+mod status;
 mod tutorial;
