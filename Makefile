@@ -35,21 +35,26 @@ export CLIPPY_ARGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 PLUGIN_DIR := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
 export WASMOP_PLUGIN_DIR := $(PLUGIN_DIR)
 PLUGIN_BUILD := cargo build --locked --target wasm32-wasip2 --profile plugin $(PLUGIN_CRATES)
-GUEST_INPUTS := $(shell find guests contract wit -type f) Cargo.toml Cargo.lock rust-toolchain.toml
+# (what other languages' builds and tests leave in guests/ is not an input: a make test that
+# builds the Python and TypeScript plugins after these must not make them stale)
+GUEST_INPUTS := $(shell find guests contract wit -type f -not -path '*/build/*' \
+  -not -path '*/__pycache__/*' -not -path '*/node_modules/*' -not -path '*/.pytest_cache/*') \
+  Cargo.toml Cargo.lock rust-toolchain.toml
 
 # The suites of `make test`, in order; scripts/test-suites runs each, times it and prints a
 # summary. The builds come first as suites of their own, so their cost shows in every log.
 TEST_SUITES := lint host plugins cluster tools toolchains polyglot test-unit test-guests-wasm \
-  golden test-polyglot sdk-check crds-check cluster-test e2e bench-smoke image deploy-test
+  golden test-polyglot sdk-check crds-check helm helm-check cluster-test monitoring-check e2e bench-smoke image deploy-test
 
-.PHONY: all setup host plugins cluster tools toolchains polyglot test-polyglot test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check cluster-test demo clean-cache
+.PHONY: all setup host plugins cluster tools toolchains polyglot test-polyglot test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check helm helm-check cluster-test monitoring-check demo clean-cache
 
 all: host plugins
 
 ## setup: install what the project needs (rust target, rustfmt, clippy; Debian tools the
-## local control plane and the loopback OCI registry use, when missing)
+## local control plane, the loopback OCI registry and the monitoring check use, when missing)
 DEBIAN_TOOLS := curl:curl openssl:openssl ss:iproute2 flock:util-linux setsid:util-linux \
-  musl-gcc:musl-tools strip:binutils docker-registry:docker-registry htpasswd:apache2-utils
+  musl-gcc:musl-tools strip:binutils docker-registry:docker-registry htpasswd:apache2-utils \
+  prometheus:prometheus
 setup:
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
 	@command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "go not found: install Go (the local control plane is built from the Go module proxy)" >&2; exit 1; }
@@ -60,9 +65,11 @@ setup:
 	rustup target add wasm32-wasip2 $(HOST_TARGET)
 	rustup component add rustfmt clippy
 
-## host: the host binary (static, release) and everything the native tests link
+## host: the host binary (static, release) and everything the native tests link; beside
+## it `kubectl-wasmop`, the same binary as a kubectl plugin (`kubectl wasmop status`)
 host: setup
 	cargo build $(HOST_BUILD) $(HOST_PKGS)
+	ln -sf wasmop $(dir $(WASMOP))kubectl-wasmop
 
 ## plugins: build the plugin components with the `plugin` profile (opt-level 2, LTO, stripped),
 ## plus the test-only variants
@@ -197,18 +204,22 @@ golden: host plugins
 	$(WASMOP) test $(PLUGIN_DIR)/podreplica.wasm guests/conformance/podreplica
 	$(WASMOP) test $(PLUGIN_DIR)/chaospod.wasm guests/chaospod/cases
 
-## crds: regenerate deploy/crds from the plugins
 ## crds: generate deploy/crds (the plugins' CRDs and WasmPlugin's) and deploy/plugins (the
-## RBAC each bundled plugin declares: `wasmop rbac`)
+## RBAC each bundled plugin declares: `wasmop rbac`), and their copies in the Helm chart
+## (deploy/chart/files/: a chart cannot read files outside its directory), with the alerts
+## of deploy/monitoring
+CHART_COPIES := crds/podreplica.yaml crds/chaospod.yaml crds/wasmplugin.yaml plugins/podreplica.yaml \
+  plugins/chaospod.yaml monitoring/prometheus-rules.yaml
 crds: host plugins
-	mkdir -p deploy/crds deploy/plugins
+	mkdir -p deploy/crds deploy/plugins deploy/chart/files/crds deploy/chart/files/plugins deploy/chart/files/monitoring
 	$(WASMOP) info --crd $(PLUGIN_DIR)/podreplica.wasm > deploy/crds/podreplica.yaml
 	$(WASMOP) info --crd $(PLUGIN_DIR)/chaospod.wasm > deploy/crds/chaospod.yaml
 	$(WASMOP) crd > deploy/crds/wasmplugin.yaml
 	$(WASMOP) rbac --sharding $(PLUGIN_DIR)/podreplica.wasm > deploy/plugins/podreplica.yaml
 	$(WASMOP) rbac --sharding $(PLUGIN_DIR)/chaospod.wasm > deploy/plugins/chaospod.yaml
+	for f in $(CHART_COPIES); do cp deploy/$$f deploy/chart/files/$$f; done
 
-## crds-check: fail when deploy/crds or deploy/plugins is out of date
+## crds-check: fail when deploy/crds, deploy/plugins or the chart's copies are out of date
 crds-check: host plugins
 	@for p in podreplica chaospod; do \
 	  $(WASMOP) info --crd $(PLUGIN_DIR)/$$p.wasm | diff -u deploy/crds/$$p.yaml - \
@@ -218,7 +229,22 @@ crds-check: host plugins
 	done
 	@$(WASMOP) crd | diff -u deploy/crds/wasmplugin.yaml - \
 	  || { echo "deploy/crds/wasmplugin.yaml is out of date: run 'make crds'" >&2; exit 1; }
-	@echo "crds: deploy/crds and deploy/plugins are up to date"
+	@for f in $(CHART_COPIES); do \
+	  diff -u deploy/$$f deploy/chart/files/$$f \
+	    || { echo "deploy/chart/files/$$f differs from deploy/$$f: run 'make crds'" >&2; exit 1; }; \
+	done
+	@echo "crds: deploy/crds, deploy/plugins and deploy/chart/files are up to date"
+
+## helm: build helm, which the chart is tested with (once per machine; cached under
+## ~/.cache/wasmop/tools)
+helm:
+	tests/helm/build >/dev/null
+
+## helm-check: the Helm chart (deploy/chart): lint, default values render exactly
+## `kubectl kustomize deploy/`, other values take effect, bad values are refused, and
+## install, upgrade and uninstall on a local control plane (tests/helm/check)
+helm-check: helm cluster
+	tests/helm/check
 
 ## bench: sandboxed decision against the same decision compiled natively (prints ratios);
 ## then PodReplica in each language: size, load cold and from the disk cache, decision time
@@ -249,6 +275,12 @@ demo:
 ## cluster-test: the local control plane's own test
 cluster-test: cluster
 	tests/cluster/smoke-test
+
+## monitoring-check: the alerts and the dashboard (deploy/monitoring) against a real Prometheus
+## (Debian's, from make setup): promtool check and test rules, then the host scraped through
+## the article's scenario, every alert and dashboard query returning data (tests/monitoring/check)
+monitoring-check: host plugins cluster
+	tests/monitoring/check
 
 clean-cache:
 	rm -rf $(WASMOP_CACHE)

@@ -317,6 +317,15 @@ fn short(digest: &str) -> &str {
     &hex[..hex.len().min(12)]
 }
 
+/// A count as text: a whole number without a fraction (and no `-0` from an empty sum).
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{}", value as i64)
+    } else {
+        format!("{value}")
+    }
+}
+
 /// The text `wasmop status` prints for one WasmPlugin.
 pub(crate) fn describe(
     wp: &WasmPlugin,
@@ -395,7 +404,8 @@ pub(crate) fn describe(
     if read.is_empty() {
         return out;
     }
-    let total = |metric: &str| -> f64 { sum_by(hosts, metric, &plugin, "").values().sum() };
+    let total =
+        |metric: &str| -> String { number(sum_by(hosts, metric, &plugin, "").values().sum()) };
     let _ = writeln!(
         out,
         "  last minute {} reconciles, {} errors",
@@ -411,7 +421,7 @@ pub(crate) fn describe(
         } else {
             let rules: Vec<String> = refused
                 .iter()
-                .map(|(rule, n)| format!("{rule} {n}"))
+                .map(|(rule, n)| format!("{rule} {}", number(*n)))
                 .collect();
             format!(
                 "{} (plans, by rule, since the hosts started)",
@@ -428,7 +438,7 @@ pub(crate) fn describe(
                 .find(|s| {
                     s.name == "wasmop_shard_objects" && s.labels.get("plugin") == Some(&plugin)
                 })
-                .map(|s| format!("{} {}", h.name, s.value))
+                .map(|s| format!("{} {}", h.name, number(s.value)))
         })
         .collect();
     if !shares.is_empty() {
