@@ -292,6 +292,7 @@ image: setup
 	scripts/image
 
 ## deploy-test: deploy/ against a local control plane: apply (twice), the ServiceAccount's
-## permissions, and the image run with runc under exactly that RBAC (PodReplica, push, ChaosPod)
-deploy-test: image plugins
-	tests/deploy/run
+## permissions, and the image run with runc under exactly that RBAC (PodReplica, push, ChaosPod);
+## then the same from the Helm chart (helm install deploy/chart)
+deploy-test: image plugins helm
+	status=0; tests/deploy/run || status=1; tests/deploy/run --helm || status=1; exit $$status
