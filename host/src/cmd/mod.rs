@@ -112,7 +112,7 @@ fn init_logging(default: &str, json: bool, traces: bool) -> Option<Traces> {
     // Said once the log is there. A refused configuration does not stop the host: it runs
     // without traces, as the OpenTelemetry SDKs do.
     if let Some(e) = refused {
-        tracing::error!(error = %e, "traces off: the exporter refused its configuration");
+        tracing::error!(error = %e, "traces off: their configuration is refused");
     }
     handle
 }

@@ -5,8 +5,9 @@
 //! Configured by the OpenTelemetry SDK's environment variables only: the exporter is on when
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and not
 //! empty) and `OTEL_SDK_DISABLED` is not `true`. The exporter speaks OTLP over HTTP/protobuf
-//! (`OTEL_EXPORTER_OTLP_*_HEADERS`, `_TIMEOUT` and `_PROTOCOL` as the SDK reads them; `grpc`
-//! is refused), spans go out in batches (`OTEL_BSP_*`), sampled as `OTEL_TRACES_SAMPLER`
+//! (`OTEL_EXPORTER_OTLP_*_HEADERS`, `_TIMEOUT` and `_COMPRESSION` as the SDK reads them; a
+//! `_PROTOCOL` other than `http/protobuf` is refused rather than sent to a port that speaks
+//! something else), spans go out in batches (`OTEL_BSP_*`), sampled as `OTEL_TRACES_SAMPLER`
 //! says, from the service `OTEL_SERVICE_NAME` (default `wasmop`) with the attributes of
 //! `OTEL_RESOURCE_ATTRIBUTES`.
 
@@ -25,16 +26,47 @@ pub const SERVICE_NAME: &str = "wasmop";
 /// `HTTP` spans, say) are not exported.
 const EXPORTED_TARGET: &str = "wasmop";
 
+/// The one OTLP protocol built in.
+const PROTOCOL: &str = "http/protobuf";
+
 /// Why trace export could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("traces over OTLP: {0}")]
-pub struct TracesError(#[from] opentelemetry_otlp::ExporterBuildError);
+pub enum TracesError {
+    /// The exporter refused its configuration (an endpoint that is no URL, say).
+    #[error("traces over OTLP: {0}")]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// A protocol other than the one built in was asked for.
+    #[error("traces over OTLP: {variable}={value}: only {PROTOCOL} is built in")]
+    Protocol {
+        /// The variable that asked.
+        variable: &'static str,
+        /// What it asked for.
+        value: String,
+    },
+}
 
 /// Whether the environment asks for trace export (`env` reads a variable).
 pub fn requested(env: impl Fn(&str) -> Option<String>) -> bool {
     let set = |name: &str| env(name).is_some_and(|v| !v.trim().is_empty());
     let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+}
+
+/// The protocol asked for, when it is not the one built in (the traces variable wins over
+/// the general one, as in the SDK; the SDK itself would fall back to HTTP/protobuf without
+/// a word, towards a port that may speak gRPC).
+pub fn unsupported_protocol(env: impl Fn(&str) -> Option<String>) -> Option<TracesError> {
+    let asked = [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ]
+    .into_iter()
+    .find_map(|variable| {
+        let value = env(variable)?.trim().to_string();
+        (!value.is_empty()).then_some((variable, value))
+    })?;
+    let (variable, value) = asked;
+    (!value.eq_ignore_ascii_case(PROTOCOL)).then_some(TracesError::Protocol { variable, value })
 }
 
 /// The running exporter: hold it while the host runs, then [`Traces::shutdown`] it so that
@@ -61,8 +93,12 @@ pub fn layer<S>() -> Result<Option<(impl Layer<S>, Traces)>, TracesError>
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
-    if !requested(|name| std::env::var(name).ok()) {
+    let env = |name: &str| std::env::var(name).ok();
+    if !requested(env) {
         return Ok(None);
+    }
+    if let Some(refused) = unsupported_protocol(env) {
+        return Err(refused);
     }
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -112,6 +148,37 @@ mod tests {
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
             "http://127.0.0.1:4318/v1/traces"
         )])));
+    }
+
+    #[test]
+    fn only_http_protobuf_is_accepted() {
+        assert!(unsupported_protocol(env(&[])).is_none());
+        assert!(
+            unsupported_protocol(env(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]))
+                .is_none()
+        );
+        let refused = unsupported_protocol(env(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]));
+        assert_eq!(
+            refused.map(|e| e.to_string()).as_deref(),
+            Some(
+                "traces over OTLP: OTEL_EXPORTER_OTLP_PROTOCOL=grpc: only http/protobuf is built in"
+            )
+        );
+        // The traces variable wins, either way.
+        assert!(
+            unsupported_protocol(env(&[
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+            ]))
+            .is_none()
+        );
+        assert!(
+            unsupported_protocol(env(&[
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"),
+            ]))
+            .is_some()
+        );
     }
 
     #[test]
