@@ -43,7 +43,7 @@ GUEST_INPUTS := $(shell find guests contract wit -type f -not -path '*/build/*' 
 
 # The suites of `make test`, in order; scripts/test-suites runs each, times it and prints a
 # summary. The builds come first as suites of their own, so their cost shows in every log.
-TEST_SUITES := lint host plugins cluster tools toolchains polyglot test-unit test-guests-wasm \
+TEST_SUITES := lint host plugins cluster tools otel toolchains polyglot test-unit test-guests-wasm \
   golden test-polyglot sdk-check crds-check helm helm-check cluster-test monitoring-check e2e bench-smoke image deploy-test
 
 .PHONY: all setup host plugins cluster tools toolchains polyglot test-polyglot test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check helm helm-check cluster-test monitoring-check demo clean-cache
@@ -101,6 +101,12 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 ## against (once per machine; cached under ~/.cache/wasmop/tools)
 tools:
 	tests/registry/build-tools >/dev/null
+
+## otel: build otlp-receiver, the OpenTelemetry Collector's OTLP receiver the trace test exports
+## to (tests/otel/build, once per machine; cached under ~/.cache/wasmop/tools)
+.PHONY: otel
+otel:
+	tests/otel/build >/dev/null
 
 ## toolchains: install the Python, TypeScript and Go plugin toolchains (componentize-py,
 ## pytest; componentize-js, jco, rolldown, tsc; the WASI reactor adapter of the host's
@@ -161,7 +167,7 @@ test-unit: host plugins
 ## compiling). A failed test stops neither group.
 E2E_ALONE := shards:: size:: restart:: hotswap:: dev:: scaffold:: tutorial::
 E2E_TEST := cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e --
-e2e: host plugins polyglot cluster tools
+e2e: host plugins polyglot cluster tools otel
 	status=0; \
 	$(E2E_TEST) --test-threads=2 --show-output $(addprefix --skip ,$(E2E_ALONE)) || status=1; \
 	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_ALONE) || status=1; \

@@ -15,6 +15,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::telemetry::traces::Traces;
+
 /// wasmop: Kubernetes operators whose reconcile logic runs in sandboxed WebAssembly
 /// plugins.
 #[derive(Debug, Parser)]
@@ -75,20 +77,44 @@ pub enum Command {
 }
 
 /// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`). Colours
-/// only on a terminal: a log file or a pipe gets plain text.
-fn init_logging(default: &str, json: bool) {
+/// only on a terminal: a log file or a pipe gets plain text. With `traces` (`wasmop run`),
+/// spans are also exported over OTLP when the OpenTelemetry variables ask for it
+/// ([`crate::telemetry::traces`]); the returned handle is shut down when the host stops.
+/// Without those variables no exporter is built at all.
+fn init_logging(default: &str, json: bool, traces: bool) -> Option<Traces> {
     use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
     let filter = EnvFilter::try_from_env("WASMOP_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
+    let log = if json {
+        log.json().boxed()
     } else {
-        builder.try_init()
+        log.boxed()
     };
+    let exported = if traces {
+        crate::telemetry::traces::layer::<tracing_subscriber::Registry>()
+    } else {
+        Ok(None)
+    };
+    let (export, handle, refused) = match exported {
+        Ok(Some((layer, handle))) => (Some(layer), Some(handle), None),
+        Ok(None) => (None, None, None),
+        Err(e) => (None, None, Some(e)),
+    };
+    let _ = tracing_subscriber::registry()
+        .with(export)
+        .with(log.with_filter(filter))
+        .try_init();
+    // Said once the log is there. A refused configuration does not stop the host: it runs
+    // without traces, as the OpenTelemetry SDKs do.
+    if let Some(e) = refused {
+        tracing::error!(error = %e, "traces off: their configuration is refused");
+    }
+    handle
 }
 
 fn block_on<T>(f: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
@@ -158,15 +184,23 @@ pub fn main() -> ExitCode {
     // Registries are reached with reqwest on rustls; its crypto is ring's, as the API
     // server's (one TLS stack). Installing fails only if a provider is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    match &cli.command {
-        Command::Run(a) => init_logging("info", a.log_format == "json"),
-        _ => init_logging("warn", false),
-    }
+    let traces = match &cli.command {
+        Command::Run(a) => init_logging("info", a.log_format == "json", true),
+        _ => init_logging("warn", false, false),
+    };
     let result = match &cli.command {
-        Command::Run(a) => match run_host((**a).clone()) {
-            Err(e) if e.is::<crate::k8s::lease::TermExpired>() => Err(start_afresh(e)),
-            other => other.map(|()| ExitCode::SUCCESS),
-        },
+        Command::Run(a) => {
+            let ran = run_host((**a).clone());
+            // The runtime has stopped: the spans still queued go out before the process
+            // ends or starts afresh.
+            if let Some(traces) = traces {
+                traces.shutdown();
+            }
+            match ran {
+                Err(e) if e.is::<crate::k8s::lease::TermExpired>() => Err(start_afresh(e)),
+                other => other.map(|()| ExitCode::SUCCESS),
+            }
+        }
         Command::Push(a) => block_on(crate::cmd::push::run(a)).map(exit_if),
         Command::Publish(a) => {
             block_on(crate::cmd::publish::publish(a)).map(|()| ExitCode::SUCCESS)

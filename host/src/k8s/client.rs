@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::k8s::fence::{Fence, FenceLayer};
-use crate::k8s::requests::CountLayer;
+use crate::k8s::requests::{CountLayer, StatusLayer};
 use crate::k8s::retry::SafeRetry;
 use crate::telemetry::metrics::Metrics;
 
@@ -58,9 +58,10 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
 }
 
 /// A client whose writes pass `fence` (reads and watches always pass). Its requests are
-/// counted by verb in `metrics` (refused writes included). What the API server asks to have
-/// retried is retried above the fence, so every attempt passes it, and a create is never
-/// repeated after a timeout ([`SafeRetry`]).
+/// counted by verb in `metrics` (refused writes included), and the status code of a write
+/// sent from a `write` span is recorded on it ([`StatusLayer`]). What the API server asks to
+/// have retried is retried above the fence, so every attempt passes it, and a create is
+/// never repeated after a timeout ([`SafeRetry`]).
 pub async fn fenced_client(
     kubeconfig: Option<&std::path::Path>,
     fence: Arc<Fence>,
@@ -81,6 +82,7 @@ pub fn fenced_client_from(
         .with_layer(&tower::buffer::BufferLayer::new(1024))
         .with_layer(&FenceLayer(fence))
         .with_layer(&CountLayer(metrics))
+        .with_layer(&StatusLayer)
         .with_layer(&tower::retry::RetryLayer::new(SafeRetry::new()))
         .build())
 }

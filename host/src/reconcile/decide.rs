@@ -7,6 +7,7 @@ use std::time::Instant;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::plan::guard::PrimaryRef;
 use crate::reconcile::Failure;
@@ -109,8 +110,10 @@ pub async fn not_ready(
     Ok(())
 }
 
-/// Calls `entry` of `plugin` on `observed`. An invalid spec is reported on the object and
-/// waits for a change; a plugin error or a sandbox fault is reported and retried with backoff.
+/// Calls `entry` of `plugin` on `observed`, in a `decide` span. An invalid spec is reported
+/// on the object and waits for a change; a plugin error or a sandbox fault is reported and
+/// retried with backoff. What came back is recorded as the reconcile span's `decision`
+/// (`invalid-spec`, `error`, `fault`; a plan is recorded by the caller).
 /// The candidate's part (`role`) and the recording happen beside it ([`after`]).
 pub async fn decide(
     ctx: &Context,
@@ -126,9 +129,11 @@ pub async fn decide(
     // The shadow and the recorder need the observed value after the call consumed it.
     let copy = (recording || matches!(role, Role::Shadowed(_))).then(|| observed.clone());
     let call_started = Instant::now();
+    // A child span of the reconcile: the wait for a call slot and the call itself.
     let outcome = ctx
         .sandbox
         .decide(plugin.clone(), entry, observed, object.clone())
+        .instrument(tracing::info_span!("decide", ?entry))
         .await;
     ctx.metrics
         .sandbox_call_duration_seconds
@@ -146,12 +151,14 @@ pub async fn decide(
     match outcome {
         Ok(Ok(plan)) => Ok(Decided::Plan(plan)),
         Ok(Err(ReconcileError::InvalidSpec(msg))) => {
+            tracing::Span::current().record("decision", "invalid-spec");
             tracing::warn!(reason = "InvalidSpec", "{msg}");
             publish(ctx, obj, EventType::Warning, "InvalidSpec", msg.clone());
             not_ready(ctx, plugin, primary, pref, "InvalidSpec", &msg).await?;
             Ok(Decided::Done(Action::await_change()))
         }
         Ok(Err(e)) => {
+            tracing::Span::current().record("decision", "error");
             publish(
                 ctx,
                 obj,
@@ -162,6 +169,7 @@ pub async fn decide(
             Err(Failure::Plugin(e))
         }
         Err(fault) => {
+            tracing::Span::current().record("decision", "fault");
             match fault {
                 CallError::Timeout(_) => ctx.metrics.sandbox_timeouts.get_or_create(&labels).inc(),
                 CallError::Trap(_) | CallError::OutOfMemory(_) | CallError::HostMemory(_) => {

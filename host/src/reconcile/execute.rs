@@ -2,13 +2,17 @@
 //! names are POSTs; everything named goes through server-side apply with the plugin's field
 //! manager; deletes carry the UID precondition; the status goes through the status
 //! subresource. Every completed write is reported as it happens ([`Written`]), so the
-//! caller can expect it in the caches even when a later step fails.
+//! caller can expect it in the caches even when a later step fails. Each write is sent from
+//! a `write` span of its own, a child of the reconcile's, which ends with the API server's
+//! answer ([`write_span`]).
 
 use kube::Client;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::k8s::kinds::api_for;
+use crate::k8s::requests::{write_failed, write_span};
 use crate::plan::guard::{PrimaryRef, Step, Violation};
 use crate::runtime::{KindRef, PluginInfo, Verb};
 
@@ -75,7 +79,9 @@ pub async fn run_steps(
     for run in runs(steps) {
         for chunk in run.chunks(MAX_TOGETHER) {
             let results = futures::future::join_all(
-                chunk.iter().map(|s| write_one(client, plugin, &manager, s)),
+                chunk
+                    .iter()
+                    .map(|s| write_one(client, plugin, &manager, s).instrument(span_of(s))),
             )
             .await;
             let mut first_error = None;
@@ -107,9 +113,44 @@ fn runs(steps: &[Step]) -> Vec<&[Step]> {
     steps.chunk_by(together).collect()
 }
 
+/// The `write` span of one step.
+fn span_of(step: &Step) -> tracing::Span {
+    match step {
+        Step::Create { kind, object } => {
+            let (ns, name) = namespace_and_name(object);
+            write_span("POST", &kind.kind, ns, name)
+        }
+        Step::Apply { kind, object } => {
+            let (ns, name) = namespace_and_name(object);
+            write_span("PATCH", &kind.kind, ns, name)
+        }
+        Step::Delete { kind, target } => write_span(
+            "DELETE",
+            &kind.kind,
+            target.namespace.as_deref(),
+            &target.name,
+        ),
+    }
+}
+
+/// Carries out one step, in its `write` span (which records a failure); `None`: nothing to
+/// expect (see [`write_step`]).
+async fn write_one(
+    client: &Client,
+    plugin: &str,
+    manager: &str,
+    step: &Step,
+) -> Result<Option<Written>, kube::Error> {
+    let result = write_step(client, plugin, manager, step).await;
+    if let Err(e) = &result {
+        write_failed(e);
+    }
+    result
+}
+
 /// Carries out one step; `None`: nothing to expect (a delete without UID, or refused by its
 /// UID precondition because a newer object has the name).
-async fn write_one(
+async fn write_step(
     client: &Client,
     plugin: &str,
     manager: &str,
@@ -132,6 +173,9 @@ async fn write_one(
                     &obj,
                 )
                 .await?;
+            if let Some(name) = &created.metadata.name {
+                tracing::Span::current().record("name", name.as_str());
+            }
             tracing::info!(plugin, kind = %kind.kind, name = ?created.metadata.name, "created");
             Ok(Some(Written::Object {
                 kind: kind.clone(),
@@ -249,8 +293,21 @@ pub async fn write_status(
         ..PatchParams::default()
     };
     let body = json!({"status": crate::k8s::merge_patch::between(stored, status)});
-    api.patch_status(&primary.name, &params, &Patch::Merge(&body))
-        .await
+    let span = write_span(
+        "PATCH",
+        &kind.kind,
+        primary.namespace.as_deref(),
+        &primary.name,
+    );
+    span.record("subresource", "status");
+    async {
+        let stored = api
+            .patch_status(&primary.name, &params, &Patch::Merge(&body))
+            .await;
+        stored.inspect_err(|e| write_failed(e))
+    }
+    .instrument(span)
+    .await
 }
 
 /// Sets the host's condition (type `Ready`, status `False`) on the primary's status,
@@ -286,11 +343,19 @@ pub async fn mark_not_ready(
         "observedGeneration": primary.pointer("/metadata/generation"),
     }));
     let api = api_for(client, kind, pref.namespace.as_deref());
-    api.patch_status(
-        &pref.name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"conditions": conditions}})),
-    )
+    let span = write_span("PATCH", &kind.kind, pref.namespace.as_deref(), &pref.name);
+    span.record("subresource", "status");
+    async {
+        let stored = api
+            .patch_status(
+                &pref.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"conditions": conditions}})),
+            )
+            .await;
+        stored.inspect_err(|e| write_failed(e))
+    }
+    .instrument(span)
     .await
     .map(Some)
 }

@@ -10,8 +10,10 @@
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::k8s::kinds::api_for;
+use crate::k8s::requests::{write_failed, write_span};
 use crate::plan::guard::PrimaryRef;
 use crate::reconcile::context::Context;
 use crate::reconcile::events::publish;
@@ -49,8 +51,16 @@ async fn patch_finalizers(
         "finalizers": finalizers,
         "resourceVersion": read.metadata.resource_version,
     }});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
+    let kind = read.types.as_ref().map_or("", |t| t.kind.as_str());
+    let span = write_span("PATCH", kind, read.metadata.namespace.as_deref(), name);
+    async {
+        let stored = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await;
+        stored.inspect_err(|e| write_failed(e))
+    }
+    .instrument(span)
+    .await
 }
 
 /// Sets the primary's finalizer list, computed from `obj`, and expects the write in the

@@ -123,7 +123,7 @@ async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .slot
         .choose(obj.metadata.uid.as_deref().unwrap_or_default());
     let key = object_key(&obj);
-    let span = tracing::info_span!("reconcile", plugin = %plugin.info.name, version = %plugin.info.version, object = %key);
+    let span = reconcile_span(&plugin, &role, &key);
     let started = Instant::now();
     let labels =
         crate::telemetry::metrics::PluginLabels::new(&plugin.info.name, &plugin.info.version);
@@ -137,8 +137,12 @@ async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     // Counted down on drop too: an abandoned reconcile leaves the gauge right.
     let _in_flight = InFlight::new(in_flight);
     let result = reconcile_with((&obj, &key), &ctx, &plugin, &role)
-        .instrument(span)
+        .instrument(span.clone())
         .await;
+    if let Err(e) = &result {
+        span.record("otel.status_code", "error");
+        span.record("otel.status_description", tracing::field::display(e));
+    }
     ctx.metrics.reconciles.get_or_create(&labels).inc();
     ctx.metrics.recent_reconciles.add(&plugin.info.name);
     ctx.metrics
@@ -160,6 +164,69 @@ async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         }
     }
     result
+}
+
+/// The span of one reconcile: the plugin, its version and digest, the object and its kind,
+/// and (a canary's or a shadowed decision) the role; recorded as the reconcile goes on: the
+/// decision ([`record_decision`]), the guard's verdict ([`record_verdict`]) and a failure.
+/// Every line the reconcile logs is in it, and each write is a child `write` span
+/// ([`crate::k8s::requests::write_span`]). Exported as the root of a trace when traces are
+/// on ([`crate::telemetry::traces`]).
+fn reconcile_span(plugin: &LoadedPlugin, role: &Role, object: &str) -> tracing::Span {
+    use tracing::field::Empty;
+    let role = match role {
+        Role::Active => None,
+        Role::Shadowed(_) => Some("shadowed"),
+        Role::Canary(_) => Some("canary"),
+    };
+    tracing::info_span!(
+        "reconcile",
+        plugin = %plugin.info.name,
+        version = %plugin.info.version,
+        object,
+        kind = %plugin.info.primary.kind,
+        digest = %plugin.digest,
+        role,
+        decision = Empty,
+        plan.applies = Empty,
+        plan.deletes = Empty,
+        plan.events = Empty,
+        plan.status = Empty,
+        plan.requeue_ms = Empty,
+        guard = Empty,
+        guard.rule = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    )
+}
+
+/// Records a plan on the current (reconcile) span: `decision = "plan"` and what it holds.
+fn record_decision(plan: &Plan) {
+    let span = tracing::Span::current();
+    let applies = plan
+        .actions
+        .iter()
+        .filter(|a| matches!(a, crate::runtime::Action::Apply(_)))
+        .count();
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    span.record("decision", "plan");
+    span.record("plan.applies", count(applies));
+    span.record("plan.deletes", count(plan.actions.len() - applies));
+    span.record("plan.events", count(plan.events.len()));
+    span.record("plan.status", plan.status.is_some());
+    if let Some(ms) = plan.requeue_after_ms {
+        span.record("plan.requeue_ms", i64::try_from(ms).unwrap_or(i64::MAX));
+    }
+}
+
+/// Records the guard's verdict on the current (reconcile) span: `accepted`, or `refused`
+/// with the rule (the guard's, or `api-server` for a 403).
+fn record_verdict(refused_by: Option<&Violation>) {
+    let span = tracing::Span::current();
+    match refused_by {
+        None => span.record("guard", "accepted"),
+        Some(v) => span.record("guard", "refused").record("guard.rule", v.rule),
+    };
 }
 
 /// The gate: nothing is decided before every cache has its first full list, nor on a view
@@ -226,10 +293,12 @@ async fn reconcile_with(
         Decided::Plan(plan) => plan,
         Decided::Done(action) => return Ok(action),
     };
+    record_decision(&plan);
     let mut steps = match ctx.checker.steps(info, &pref, &plan, &owned).await {
         Ok(steps) => steps,
         Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
     };
+    record_verdict(None);
     if let Some(shard) = &ctx.shard {
         let owned: Vec<_> = ctx
             .related
@@ -276,6 +345,7 @@ async fn refused(
     v: Violation,
 ) -> Failure {
     let info = &plugin.info;
+    record_verdict(Some(&v));
     tracing::warn!(rule = v.rule, detail = %v.detail, "plan rejected");
     ctx.metrics
         .rejected_plans

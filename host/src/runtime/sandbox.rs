@@ -357,9 +357,12 @@ impl Sandbox {
             .await
             .map_err(|_| CallError::Unavailable("sandbox closed".into()))?;
         let this = self.clone();
+        // The call runs in the caller's span (the reconcile's), so the guest's log lines
+        // are in it too.
+        let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            this.decide_blocking(&plugin, entry, &observed, &object)
+            span.in_scope(|| this.decide_blocking(&plugin, entry, &observed, &object))
         })
         .await
         .unwrap_or_else(|e| Err(CallError::Unavailable(format!("call task failed: {e}"))))

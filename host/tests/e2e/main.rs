@@ -27,4 +27,5 @@ mod scaffold;
 mod shards;
 mod size;
 mod status;
+mod traces;
 mod tutorial;
