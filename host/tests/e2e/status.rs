@@ -20,18 +20,12 @@ fn kubectl_with_plugin(cluster: &Cluster, bin: &Path, args: &[&str]) -> (bool, S
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(cluster.state.join("bin/kubectl"))
-        .args(args)
-        .env("PATH", path)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    run_text(
+        Command::new(cluster.state.join("bin/kubectl"))
+            .args(args)
+            .env("PATH", path)
+            .env_remove("KUBECONFIG"),
+    )
 }
 
 /// The number after `label` on the line starting with `line` (trimmed).

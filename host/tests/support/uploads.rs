@@ -44,10 +44,13 @@ pub fn wasmop_on(cluster: &Cluster, args: &[&str]) -> (bool, String) {
 /// Runs `wasmop ARGS`; returns whether it succeeded and what it printed (stdout, then
 /// stderr).
 pub fn wasmop(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(args)
-        .output()
-        .unwrap();
+    run_text(Command::new(env!("CARGO_BIN_EXE_wasmop")).args(args))
+}
+
+/// Runs `command` to its end; returns whether it succeeded and what it printed (stdout,
+/// then stderr).
+pub fn run_text(command: &mut Command) -> (bool, String) {
+    let out = command.output().unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
