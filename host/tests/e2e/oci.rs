@@ -567,15 +567,10 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
 
 /// The cached bin directory of cosign and oras (`tests/registry/build-tools`; `make tools`).
 fn tools() -> std::path::PathBuf {
-    let out = std::process::Command::new(repo().join("tests/registry/build-tools"))
-        .output()
-        .expect("run tests/registry/build-tools");
-    assert!(
-        out.status.success(),
-        "tests/registry/build-tools: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    std::path::PathBuf::from(stdout_of(
+        &mut std::process::Command::new(repo().join("tests/registry/build-tools")),
+        "tests/registry/build-tools",
+    ))
 }
 
 /// Runs an independent tool against the registry (its CA, credentials in a Docker config);

@@ -13,15 +13,11 @@ use serde_json::{Value, json};
 
 /// The cached bin directory of otlp-receiver (`tests/otel/build`; `make otel`).
 fn receiver_bin() -> PathBuf {
-    let out = Command::new(repo().join("tests/otel/build"))
-        .output()
-        .expect("run tests/otel/build");
-    assert!(
-        out.status.success(),
-        "tests/otel/build: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("otlp-receiver")
+    PathBuf::from(stdout_of(
+        &mut Command::new(repo().join("tests/otel/build")),
+        "tests/otel/build",
+    ))
+    .join("otlp-receiver")
 }
 
 /// otlp-receiver on a free loopback port, writing every batch it gets to a file; stopped

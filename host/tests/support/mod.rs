@@ -219,17 +219,11 @@ impl Cluster {
     /// A kubeconfig (written into the state directory) that authenticates as ServiceAccount
     /// `ns/name`, with a token the API server issues for an hour.
     pub fn kubeconfig_for(&self, ns: &str, name: &str) -> PathBuf {
-        let out = self
-            .kubectl()
-            .args(["create", "token", name, "-n", ns, "--duration", "1h"])
-            .output()
-            .expect("kubectl create token");
-        assert!(
-            out.status.success(),
-            "kubectl create token: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let token = stdout_of(
+            self.kubectl()
+                .args(["create", "token", name, "-n", ns, "--duration", "1h"]),
+            "kubectl create token",
         );
-        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
         let admin: serde_yaml::Value =
             serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
         let cluster = admin["clusters"][0]["cluster"].clone();
@@ -270,6 +264,20 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Runs `command` (named `what` in failures) to its end, asserts it succeeded, and returns
+/// its standard output, trimmed.
+pub fn stdout_of(command: &mut Command, what: &str) -> String {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// A `wasmop run` process, killed when dropped.
