@@ -78,7 +78,7 @@ pub struct RunArgs {
     /// Guest memory of all plugin calls in flight together, in MiB: a call whose memory
     /// would grow past it fails (out of memory, retried with backoff) instead of the host
     /// being OOM-killed. Default: the container's memory limit (cgroup `memory.max`) less
-    /// what the host keeps for itself and its caches (160 MiB or half the limit, whichever
+    /// what the host keeps for itself and its caches (192 MiB or half the limit, whichever
     /// is larger; never less than one call's cap); without a limit, every call at its cap.
     #[arg(long, env = "WASMOP_GUEST_MEMORY_MIB")]
     pub guest_memory_mib: Option<usize>,
