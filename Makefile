@@ -19,7 +19,7 @@ PLUGIN_CRATES := $(GUESTS) -p wasmop-hostile
 # once (cargo unifies features per invocation: keep HOST_PKGS the same everywhere).
 HOST_TARGET := x86_64-unknown-linux-musl
 HOST_BUILD := --locked --release --target $(HOST_TARGET)
-HOST_PKGS := -p wasmop -p wasmop-contract -p wasmop-sdk $(GUESTS)
+HOST_PKGS := -p wasmop -p wasmop-contract -p wasmop-sdk $(GUESTS) -p podreplica-kube-rs
 WASMOP := $(CARGO_TARGET_DIR)/$(HOST_TARGET)/release/wasmop
 export WASMOP_BIN := $(WASMOP)
 
@@ -46,7 +46,7 @@ GUEST_INPUTS := $(shell find guests contract wit -type f -not -path '*/build/*' 
 TEST_SUITES := lint host plugins cluster tools otel toolchains polyglot test-unit test-guests-wasm \
   golden test-polyglot sdk-check crds-check helm helm-check cluster-test monitoring-check e2e bench-smoke image deploy-test
 
-.PHONY: all setup host plugins cluster tools toolchains polyglot test-polyglot test lint test-unit e2e bench bench-scale bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check helm helm-check cluster-test monitoring-check demo clean-cache
+.PHONY: all setup host plugins cluster tools toolchains polyglot test-polyglot test lint test-unit e2e bench bench-scale references bench-oci bench-smoke test-guests-wasm golden sdk-check crds crds-check helm helm-check cluster-test monitoring-check demo clean-cache
 
 all: host plugins
 
@@ -260,9 +260,18 @@ bench: plugins polyglot
 	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench languages
 
 ## bench-scale: the host converging 100/300/1,000 PodReplicas against a bare client's
-## floor, on fresh local control planes (arguments: BENCH_SCALE_ARGS="--objects 300")
-bench-scale: host plugins cluster
+## floor, on fresh local control planes, then wasmop against a controller-runtime and a
+## kube-rs PodReplica at the largest size (arguments: BENCH_SCALE_ARGS="--objects 300")
+bench-scale: host plugins cluster references
 	cargo bench --locked --target $(HOST_TARGET) $(HOST_PKGS) --bench scale -- $(BENCH_SCALE_ARGS)
+
+## references: the operators bench-scale compares wasmop with (bench/reference/): PodReplica
+## written with controller-runtime (built from the Go module proxy, cached under
+## ~/.cache/wasmop/reference) and with kube-rs's Controller (no wasm)
+## (the kube-rs one is part of every host build and of make test; the Go one is vetted and
+## unit-tested by its build script, once per change of its source)
+references: host
+	bench/reference/controller-runtime/build >/dev/null
 
 ## bench-oci: pull and load times of plugins from a registry, cold and warm (scripts/bench-oci);
 ## the large component is PodReplica built without optimisation (dev profile, debug info)

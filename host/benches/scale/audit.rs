@@ -26,16 +26,8 @@ struct PodWrite {
 /// Every write on a pod of namespace `default`, oldest first, from the audit log and its
 /// rotated backups in `state/logs`.
 fn pod_writes(state: &Path) -> Vec<PodWrite> {
-    let dir = state.join("logs");
     let mut out = Vec::new();
-    let files = std::fs::read_dir(&dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
-        .unwrap_or_default();
-    for file in files.iter().filter(|p| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("audit") && n.ends_with(".log"))
-    }) {
+    for file in files(state) {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         for line in text.lines().filter(|l| l.contains(r#""resource":"pods""#)) {
             let Ok(e) = serde_json::from_str::<Value>(line) else {
@@ -59,6 +51,20 @@ fn pod_writes(state: &Path) -> Vec<PodWrite> {
     }
     out.sort_by_key(|w| w.at);
     out
+}
+
+/// The audit log of the control plane in `state` and its rotated backups (`state/logs`).
+pub fn files(state: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(state.join("logs"))
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("audit") && n.ends_with(".log"))
+        })
+        .collect()
 }
 
 /// Event → action samples, each sorted.

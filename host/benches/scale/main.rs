@@ -36,6 +36,7 @@ mod report;
 mod shadow;
 mod swap;
 mod tracker;
+mod versus;
 
 use std::time::Duration;
 
@@ -53,6 +54,22 @@ struct Args {
     /// The PodReplica component the host runs (a file of the plugins directory): the Rust
     /// one, or the same plugin in another language (`podreplica_py.wasm`, ...).
     plugin: String,
+    /// The operators wasmop is compared with at the largest size ([`versus`]); empty: none.
+    versus: Vec<versus::Contender>,
+    /// Only the comparison, none of the rows.
+    versus_only: bool,
+}
+
+fn contenders(v: Option<String>) -> Vec<versus::Contender> {
+    let v = v.expect("--versus needs a list: controller-runtime,kube-rs or none");
+    v.split(',')
+        .filter(|c| !c.is_empty() && *c != "none")
+        .map(|c| match c.trim() {
+            "controller-runtime" => versus::Contender::ControllerRuntime,
+            "kube-rs" => versus::Contender::KubeRs,
+            other => panic!("--versus: `{other}` is not controller-runtime or kube-rs"),
+        })
+        .collect()
 }
 
 fn numbers(flag: &str, v: Option<String>) -> Vec<usize> {
@@ -74,6 +91,11 @@ fn args() -> Args {
         smoke: false,
         converge_only: false,
         plugin: "podreplica.wasm".into(),
+        versus: vec![
+            versus::Contender::ControllerRuntime,
+            versus::Contender::KubeRs,
+        ],
+        versus_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -89,15 +111,20 @@ fn args() -> Args {
             "--smoke" => a.smoke = true,
             "--converge-only" => a.converge_only = true,
             "--plugin" => a.plugin = it.next().expect("--plugin needs a file name"),
+            "--versus" => a.versus = contenders(it.next()),
+            "--versus-only" => a.versus_only = true,
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm]\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime,kube-rs|none] [--versus-only]\n  --versus: at the largest size, wasmop against these operators on one control plane, one after the other (default both; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
                 );
                 std::process::exit(0);
             }
             other => panic!("unknown argument `{other}` (try --help)"),
         }
+    }
+    if (a.smoke || a.converge_only || a.plugin != "podreplica.wasm") && !a.versus_only {
+        a.versus = Vec::new();
     }
     if a.smoke {
         a.objects = vec![100];
@@ -108,10 +135,82 @@ fn args() -> Args {
         // The swap and shadow phases push the Rust v2 over the plugin under test.
         a.converge_only = true;
     }
-    if a.converge_only {
+    if a.converge_only || a.versus_only {
         a.replicas = Vec::new();
     }
     a
+}
+
+/// wasmop and each of `others` on one fresh control plane, one after the other, `n`
+/// PodReplicas each ([`versus`]); `status_samples` status-lag samples each.
+async fn compare(
+    n: usize,
+    others: &[versus::Contender],
+    status_samples: usize,
+) -> Vec<versus::Run> {
+    let node_pods = (n * 5 / 3 + 200) as u32;
+    let cluster = Cluster::start_with_node_pods(&format!("versus-{n}"), node_pods);
+    let client = cluster.client().await;
+    let tracker = tracker::Tracker::start(client.clone());
+    let names = converge::names(n);
+    operator_floor::install_crd(&client).await;
+    wait_for_crd(&client, &podreplica_resource()).await;
+    let mut runs = Vec::new();
+    // wasmop as deployed: compiled components cached on disk; a first start fills it.
+    let cache = cluster.state.join("wasmop-cache");
+    let cache_arg = cache.to_string_lossy().to_string();
+    let args = ["--cache-dir", cache_arg.as_str()];
+    cluster.grant(&["podreplica.wasm"]);
+    {
+        let spawned = std::time::Instant::now();
+        let warm = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
+        let (secs, _) = versus::host(&warm).ready(spawned).await;
+        println!("wasmop: cold start → ready {secs:.2} s (compiling PodReplica)");
+    }
+    let spawned = std::time::Instant::now();
+    let host = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
+    let op = versus::host(&host);
+    let mut run = versus::Run {
+        name: "wasmop".into(),
+        ..Default::default()
+    };
+    (run.ready_s, run.ready_mib) = op.ready(spawned).await;
+    versus::measure(
+        &cluster,
+        &client,
+        &tracker,
+        &names,
+        &op,
+        &mut run,
+        status_samples,
+    )
+    .await;
+    drop(host);
+    versus::clear(&client, &tracker, &names).await;
+    runs.push(run);
+    for &c in others {
+        let spawned = std::time::Instant::now();
+        let op = versus::start_reference(&cluster, c);
+        let mut run = versus::Run {
+            name: c.name().into(),
+            ..Default::default()
+        };
+        (run.ready_s, run.ready_mib) = op.ready(spawned).await;
+        versus::measure(
+            &cluster,
+            &client,
+            &tracker,
+            &names,
+            &op,
+            &mut run,
+            status_samples,
+        )
+        .await;
+        drop(op);
+        versus::clear(&client, &tracker, &names).await;
+        runs.push(run);
+    }
+    runs
 }
 
 /// Host reconciles at once (`WASMOP_CONCURRENCY`, which the host reads too; its default
@@ -227,10 +326,21 @@ async fn row(n: usize, samples: usize, smoke: bool, converge_only: bool, plugin:
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let a = args();
+    if a.versus_only {
+        let n = a.objects.iter().copied().max().unwrap_or(1000);
+        let runs = compare(n, &a.versus, 10).await;
+        versus::print(n, &runs);
+        report::write_named_json("versus", &versus::json(&runs));
+        return;
+    }
     let mut rows = Vec::new();
     for &n in &a.objects {
         rows.push(row(n, a.samples, a.smoke, a.converge_only, &a.plugin).await);
     }
+    let compared = match a.objects.iter().max() {
+        Some(&n) if !a.versus.is_empty() => Some((n, compare(n, &a.versus, 10).await)),
+        _ => None,
+    };
     if let (Some(last), Some(&n)) = (rows.last_mut(), a.objects.iter().max()) {
         for &k in &a.replicas {
             last.sharded.push(replicas::sharded(n, k).await);
@@ -244,5 +354,9 @@ async fn main() {
         );
     } else {
         report::write_json(&rows);
+    }
+    if let Some((n, runs)) = compared {
+        versus::print(n, &runs);
+        report::write_named_json("versus", &versus::json(&runs));
     }
 }

@@ -252,27 +252,7 @@ fn print_shadow(rows: &[Row]) {
 
 /// Writes the run as JSON under `~/.cache/wasmop/bench/` (with date, commit and machine).
 pub fn write_json(rows: &[Row]) {
-    let cmd = |c: &str, args: &[&str]| {
-        std::process::Command::new(c)
-            .args(args)
-            .output()
-            .ok()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default()
-    };
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpu
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .unwrap_or("?")
-        .trim()
-        .to_string();
-    let date = cmd("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]);
     let doc = json!({
-        "date": date,
-        "commit": cmd("git", &["rev-parse", "--short", "HEAD"]),
-        "machine": {"cpus": std::thread::available_parallelism().map_or(0, |n| n.get()), "model": model},
         "rows": rows.iter().map(|r| json!({
             "objects": r.objects, "floor_s": r.floor_s, "rest_mib": r.rest_mib,
             "floor_control_plane_cpu_s": r.floor_control,
@@ -302,6 +282,35 @@ pub fn write_json(rows: &[Row]) {
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     });
+    write_named_json("scale", &doc);
+}
+
+/// Writes `doc` with the date, commit and machine as `~/.cache/wasmop/bench/NAME-DATE.json`
+/// (`WASMOP_CACHE` instead of `~/.cache/wasmop`) and says where.
+pub fn write_named_json(name: &str, doc: &serde_json::Value) {
+    let cmd = |c: &str, args: &[&str]| {
+        std::process::Command::new(c)
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpu
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
+    let date = cmd("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]);
+    let doc = json!({
+        "date": date,
+        "commit": cmd("git", &["rev-parse", "--short", "HEAD"]),
+        "machine": {"cpus": std::thread::available_parallelism().map_or(0, |n| n.get()), "model": model},
+        "data": doc,
+    });
     let dir = std::env::var("WASMOP_CACHE")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| {
@@ -310,7 +319,7 @@ pub fn write_json(rows: &[Row]) {
         })
         .join("bench");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("scale-{}.json", date.replace(':', "")));
+    let path = dir.join(format!("{name}-{}.json", date.replace(':', "")));
     std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
     println!("\nwritten: {}", path.display());
 }

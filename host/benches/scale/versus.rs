@@ -1,0 +1,575 @@
+//! wasmop against the operators users would write instead, on the same control plane one
+//! after the other: a controller-runtime PodReplica written as the kubebuilder book writes
+//! one (`bench/reference/controller-runtime`) and a kube-rs `Controller` PodReplica without
+//! wasm (`bench/reference/kube-rs`). Each contender starts alone (no PodReplica, no pod left
+//! of the one before), then goes through the same measurements: start → ready and its RSS
+//! then, PodReplicas applied at 3, rescaled to 5 and to 2 (seconds from the apply's start),
+//! its reconciles (its own metric), its writes by verb and resource (from the API server's
+//! audit log, by User-Agent, the same count for every contender), its CPU, the control
+//! plane's CPU, its peak and at-rest RSS, and how long its status lags the pods: one
+//! PodReplica at a time patched to 5, from the watch showing the fifth pod Running to the
+//! watch showing the status that lists five ready pods.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use crate::support::{Cluster, podreplica_resource};
+use crate::tracker::Tracker;
+
+/// Which operator runs PodReplica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contender {
+    /// The wasmop host with the PodReplica plugin.
+    Wasmop,
+    /// `bench/reference/controller-runtime`.
+    ControllerRuntime,
+    /// `bench/reference/kube-rs`.
+    KubeRs,
+}
+
+impl Contender {
+    /// Its name in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Contender::Wasmop => "wasmop",
+            Contender::ControllerRuntime => "controller-runtime",
+            Contender::KubeRs => "kube-rs",
+        }
+    }
+
+    /// How its requests start their `User-Agent` (what the audit log is filtered by).
+    pub fn user_agent(self) -> &'static str {
+        match self {
+            Contender::Wasmop => "wasmop/",
+            Contender::ControllerRuntime => "podreplica-controller-runtime",
+            Contender::KubeRs => "podreplica-kube-rs",
+        }
+    }
+
+    /// The metric whose samples, summed, count its reconciles.
+    fn reconcile_metric(self) -> &'static str {
+        match self {
+            Contender::Wasmop => "wasmop_reconciles_total",
+            Contender::ControllerRuntime => "controller_runtime_reconcile_total",
+            Contender::KubeRs => "podreplica_reconciles_total",
+        }
+    }
+}
+
+/// A running operator: a reference's process (killed when dropped) or the host.
+pub struct Running {
+    contender: Contender,
+    child: Option<Child>,
+    pid: u32,
+    /// Address of its metrics.
+    metrics: String,
+    /// Address of its `/readyz`.
+    probes: String,
+    /// Its log.
+    pub log: PathBuf,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The binary of a reference, built by `make references` (the controller-runtime one is
+/// built by its own script, which prints its cached path).
+fn binary(contender: Contender) -> PathBuf {
+    let repo = crate::support::repo();
+    match contender {
+        Contender::ControllerRuntime => {
+            let script = repo.join("bench/reference/controller-runtime/build");
+            let out = Command::new(&script)
+                .stderr(Stdio::inherit())
+                .output()
+                .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+            assert!(
+                out.status.success(),
+                "{} failed; see above",
+                script.display()
+            );
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        }
+        Contender::KubeRs => {
+            // Beside the bench's own binary: target/<triple>/release/deps/scale-… → release/.
+            let exe = std::env::current_exe().expect("the bench's path");
+            let release = exe.parent().and_then(Path::parent).expect("release dir");
+            let bin = release.join("podreplica-kube-rs");
+            assert!(
+                bin.exists(),
+                "{}: build it with `make references`",
+                bin.display()
+            );
+            bin
+        }
+        Contender::Wasmop => unreachable!("the host is started by crate::support::Host"),
+    }
+}
+
+/// Starts a reference operator against `cluster`.
+pub fn start_reference(cluster: &Cluster, contender: Contender) -> Running {
+    let bin = binary(contender);
+    let metrics = format!("127.0.0.1:{}", crate::support::free_port());
+    let probes = format!("127.0.0.1:{}", crate::support::free_port());
+    let log = cluster.state.join(format!("{}.log", contender.name()));
+    let file = std::fs::File::create(&log).unwrap();
+    let child = Command::new(&bin)
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .arg("--metrics-bind-address")
+        .arg(&metrics)
+        .arg("--health-probe-bind-address")
+        .arg(&probes)
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    Running {
+        contender,
+        pid: child.id(),
+        child: Some(child),
+        metrics,
+        probes,
+        log,
+    }
+}
+
+/// The host as a contender (it serves metrics and probes on one address).
+pub fn host(host: &crate::support::Host) -> Running {
+    Running {
+        contender: Contender::Wasmop,
+        child: None,
+        pid: host.pid(),
+        metrics: host.addr.clone(),
+        probes: host.addr.clone(),
+        log: host.log.clone(),
+    }
+}
+
+/// GET `path` of `addr` in HTTP/1.0 (no chunked body, whatever the server); (status, body).
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string());
+    Some((status, body.unwrap_or_default()))
+}
+
+impl Running {
+    /// Seconds from `spawned` until `/readyz` answers 200 (polled every 5 ms), and VmRSS
+    /// (MiB) then. Panics after two minutes, with the log's tail.
+    pub async fn ready(&self, spawned: Instant) -> (f64, f64) {
+        loop {
+            if http_get(&self.probes, "/readyz").is_some_and(|(code, _)| code == 200) {
+                let secs = spawned.elapsed().as_secs_f64();
+                return (secs, memory_mib(self.pid).0);
+            }
+            if spawned.elapsed() > Duration::from_secs(120) {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                panic!(
+                    "{} not ready after 2 minutes; its log ends:\n{}",
+                    self.contender.name(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Its reconciles so far.
+    pub fn reconciles(&self) -> u64 {
+        let metric = self.contender.reconcile_metric();
+        let Some((_, text)) = http_get(&self.metrics, "/metrics") else {
+            return 0;
+        };
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(metric)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
+    /// CPU seconds so far.
+    pub fn cpu_s(&self) -> f64 {
+        crate::cost::cpu_seconds(self.pid)
+    }
+
+    /// (VmRSS, VmHWM) in MiB.
+    pub fn memory_mib(&self) -> (f64, f64) {
+        memory_mib(self.pid)
+    }
+}
+
+/// (VmRSS, VmHWM) of process `pid` in MiB.
+pub fn memory_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+}
+
+/// What one contender did in the comparison.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    /// Its name.
+    pub name: String,
+    /// Start → ready, seconds; VmRSS then, MiB.
+    pub ready_s: f64,
+    /// VmRSS at ready, MiB.
+    pub ready_mib: f64,
+    /// Seconds to converge at 3, 5 and 2, from each apply's start.
+    pub converge_s: Vec<(usize, f64)>,
+    /// The most live pods any PodReplica had beyond the larger of its old and new size, in
+    /// any phase (wasmop: always 0, asserted).
+    pub most_over: usize,
+    /// Reconciles over the three phases.
+    pub reconciles: u64,
+    /// Its writes over the three phases, by `verb resource[/subresource]`.
+    pub writes: BTreeMap<String, u64>,
+    /// Its CPU seconds over the three phases.
+    pub cpu_s: f64,
+    /// The control plane's CPU seconds over the three phases.
+    pub control_cpu_s: f64,
+    /// Peak RSS (VmHWM) after the phases, MiB.
+    pub peak_mib: f64,
+    /// RSS 5 s after the last phase, MiB.
+    pub rest_mib: f64,
+    /// Status lag behind the pods per sample (ms), sorted.
+    pub status_ms: Vec<f64>,
+}
+
+impl Run {
+    /// Writes of every kind.
+    pub fn total_writes(&self) -> u64 {
+        self.writes.values().sum()
+    }
+
+    /// Seconds of the phase at `size`.
+    pub fn secs_at(&self, size: usize) -> f64 {
+        self.converge_s
+            .iter()
+            .find(|(s, _)| *s == size)
+            .map_or(f64::NAN, |(_, v)| *v)
+    }
+}
+
+/// Runs the three phases and the status samples with `op` running (ready already), and
+/// fills `run`.
+pub async fn measure(
+    cluster: &Cluster,
+    client: &Client,
+    tracker: &Tracker,
+    names: &[String],
+    op: &Running,
+    run: &mut Run,
+    status_samples: usize,
+) {
+    let from = jiff::Timestamp::now();
+    let reconciles = op.reconciles();
+    let cpu = op.cpu_s();
+    let control = crate::control::look(&cluster.state);
+    let mut bound = 0;
+    for size in [3, 5, 2] {
+        tracker.take_most();
+        bound = bound.max(size);
+        let secs = crate::converge::apply_and_converge(client, tracker, names, size).await;
+        let most = tracker.take_most();
+        // wasmop's promise; a reference without expectations may create a pod twice, which
+        // the table shows.
+        assert!(
+            op.contender != Contender::Wasmop || most <= bound,
+            "wasmop: a PodReplica had {most} live pods while asked for at most {bound}"
+        );
+        println!(
+            "{}: {} at size {size} in {secs:.1} s",
+            op.contender.name(),
+            names.len()
+        );
+        run.converge_s.push((size, secs));
+        run.most_over = run.most_over.max(most.saturating_sub(bound));
+        bound = size;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    run.reconciles = op.reconciles() - reconciles;
+    run.cpu_s = op.cpu_s() - cpu;
+    run.control_cpu_s = crate::control::total(&crate::control::between(
+        &control,
+        &crate::control::look(&cluster.state),
+    ));
+    (run.rest_mib, run.peak_mib) = op.memory_mib();
+    let to = jiff::Timestamp::now();
+    run.writes = writes_of(&cluster.state, op.contender.user_agent(), from, to).await;
+    crate::swap::quiet(client).await;
+    run.status_ms = status_lag_ms(client, tracker, names, status_samples).await;
+}
+
+/// Status lag samples: for each of the first `samples` PodReplicas (at size 2, at rest), a
+/// patch to 5, then the time from the watch showing its fifth pod Running to the watch
+/// showing its status listing five pods and Ready for the new generation; ms, sorted.
+async fn status_lag_ms(
+    client: &Client,
+    tracker: &Tracker,
+    names: &[String],
+    samples: usize,
+) -> Vec<f64> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let mut out = Vec::new();
+    for name in names.iter().take(samples) {
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let mut statuses = std::pin::pin!(watcher::watcher(api.clone(), cfg));
+        // The watch's first list, so that nothing after the patch is missed.
+        while let Some(Ok(e)) = statuses.next().await {
+            if matches!(e, watcher::Event::InitDone) {
+                break;
+            }
+        }
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 5}})),
+        )
+        .await
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut pods_at = None;
+        let mut status_at = None;
+        while pods_at.is_none() || status_at.is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{name}: never at 5 pods and a status saying so"
+            );
+            tokio::select! {
+                e = statuses.next() => {
+                    if let Some(Ok(watcher::Event::Apply(pr))) = e
+                        && status_at.is_none()
+                        && says(&pr, 5)
+                    {
+                        status_at = Some(Instant::now());
+                    }
+                }
+                () = tokio::time::sleep(Duration::from_millis(2)) => {
+                    if pods_at.is_none() && tracker.all_at(std::slice::from_ref(name), 5) {
+                        pods_at = Some(Instant::now());
+                    }
+                }
+            }
+        }
+        let (pods, status) = (pods_at.unwrap(), status_at.unwrap());
+        // A status seen before the tracker noticed the pods (both watches race): no lag.
+        out.push(status.saturating_duration_since(pods).as_secs_f64() * 1000.0);
+    }
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+/// The status lists `size` pods and is Ready for the object's generation.
+fn says(pr: &DynamicObject, size: usize) -> bool {
+    let st = &pr.data["status"];
+    let generation = pr.metadata.generation.unwrap_or(0);
+    st["pods"].as_array().map_or(0, Vec::len) == size
+        && st["conditions"].as_array().is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c["type"] == "Ready"
+                    && c["status"] == "True"
+                    && c["observedGeneration"] == generation
+            })
+        })
+}
+
+/// Writes (create, update, patch, delete, deletecollection) whose `User-Agent` starts with
+/// `agent`, received in `[from, to]`, by verb and resource, from the audit log of the
+/// control plane in `state`; read until two reads a second apart agree (the log is written
+/// in batches).
+pub async fn writes_of(
+    state: &Path,
+    agent: &str,
+    from: jiff::Timestamp,
+    to: jiff::Timestamp,
+) -> BTreeMap<String, u64> {
+    let mut last = None;
+    for _ in 0..30 {
+        let now = count_writes(state, agent, from, to);
+        if last.as_ref() == Some(&now) {
+            return now;
+        }
+        last = Some(now);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    last.unwrap_or_default()
+}
+
+fn count_writes(
+    state: &Path,
+    agent: &str,
+    from: jiff::Timestamp,
+    to: jiff::Timestamp,
+) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for file in crate::audit::files(state) {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains(agent)) {
+            let Ok(e) = serde_json::from_str::<Value>(line) else {
+                continue; // the line being written
+            };
+            if !e["userAgent"]
+                .as_str()
+                .is_some_and(|a| a.starts_with(agent))
+            {
+                continue;
+            }
+            let at: Option<jiff::Timestamp> = e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse().ok());
+            if !at.is_some_and(|at| at >= from && at <= to) {
+                continue;
+            }
+            let obj = &e["objectRef"];
+            let mut resource = obj["resource"].as_str().unwrap_or("?").to_string();
+            if let Some(sub) = obj["subresource"].as_str() {
+                resource = format!("{resource}/{sub}");
+            }
+            let verb = e["verb"].as_str().unwrap_or("?");
+            *out.entry(format!("{verb} {resource}")).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Deletes every PodReplica and its pods, and waits until none is left (the next contender
+/// starts on an empty namespace).
+pub async fn clear(client: &Client, tracker: &Tracker, names: &[String]) {
+    crate::operator_floor::remove(client, tracker, names).await;
+    crate::swap::quiet(client).await;
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 && a.is_finite() && b.is_finite() {
+        format!("{:.2}", a / b)
+    } else {
+        "-".to_string()
+    }
+}
+
+/// Prints the comparison: a column per contender and wasmop's ratio to each reference.
+pub fn print(objects: usize, runs: &[Run]) {
+    let Some(wasmop) = runs.iter().find(|r| r.name == "wasmop") else {
+        return;
+    };
+    let refs: Vec<&Run> = runs.iter().filter(|r| r.name != "wasmop").collect();
+    println!();
+    let mut head = format!("| {objects} PodReplicas |");
+    let mut rule = "|---|".to_string();
+    for r in runs {
+        head.push_str(&format!(" {} |", r.name));
+        rule.push_str("---|");
+    }
+    for r in &refs {
+        head.push_str(&format!(" wasmop ÷ {} |", r.name));
+        rule.push_str("---|");
+    }
+    println!("{head}\n{rule}");
+    let line = |label: &str, f: &dyn Fn(&Run) -> f64, fmt: &dyn Fn(f64) -> String| {
+        let mut l = format!("| {label} |");
+        for r in runs {
+            l.push_str(&format!(" {} |", fmt(f(r))));
+        }
+        for r in &refs {
+            l.push_str(&format!(" {} |", ratio(f(wasmop), f(r))));
+        }
+        println!("{l}");
+    };
+    let s1 = |v: f64| format!("{v:.1}");
+    let s2 = |v: f64| format!("{v:.2}");
+    let n0 = |v: f64| format!("{v:.0}");
+    for size in [3, 5, 2] {
+        line(
+            &format!("converged at {size}, s from the apply's start"),
+            &|r| r.secs_at(size),
+            &s1,
+        );
+    }
+    line(
+        "pods over the size asked, most of one PodReplica",
+        &|r| r.most_over as f64,
+        &n0,
+    );
+    line("reconciles", &|r| r.reconciles as f64, &n0);
+    line("writes", &|r| r.total_writes() as f64, &n0);
+    let mut kinds: Vec<String> = runs.iter().flat_map(|r| r.writes.keys().cloned()).collect();
+    kinds.sort();
+    kinds.dedup();
+    for k in kinds {
+        line(
+            &format!("· {k}"),
+            &|r| r.writes.get(&k).copied().unwrap_or(0) as f64,
+            &n0,
+        );
+    }
+    line("operator CPU s", &|r| r.cpu_s, &s1);
+    line("control plane CPU s", &|r| r.control_cpu_s, &s1);
+    line("peak RSS MiB", &|r| r.peak_mib, &n0);
+    line("RSS at rest MiB", &|r| r.rest_mib, &n0);
+    line("start → ready s", &|r| r.ready_s, &s2);
+    line("RSS at ready MiB", &|r| r.ready_mib, &n0);
+    line(
+        "status after the pods, p50 ms",
+        &|r| crate::latency::quantile(&r.status_ms, 0.5),
+        &n0,
+    );
+    line(
+        "status after the pods, max ms",
+        &|r| r.status_ms.last().copied().unwrap_or(f64::NAN),
+        &n0,
+    );
+}
+
+/// The JSON of the comparison.
+pub fn json(runs: &[Run]) -> Value {
+    Value::Array(
+        runs.iter()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "ready_s": r.ready_s,
+                    "ready_mib": r.ready_mib,
+                    "converge_s": r.converge_s,
+                    "reconciles": r.reconciles,
+                    "most_over": r.most_over,
+                    "writes": r.writes,
+                    "cpu_s": r.cpu_s,
+                    "control_cpu_s": r.control_cpu_s,
+                    "peak_mib": r.peak_mib,
+                    "rest_mib": r.rest_mib,
+                    "status_ms": r.status_ms,
+                })
+            })
+            .collect(),
+    )
+}
