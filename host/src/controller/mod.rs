@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -204,6 +204,35 @@ fn departures(
     }
 }
 
+/// Which events of the primary's watch ask for a decision: all but the echo of a write of
+/// the host's own (a status, a finalizer, a label it wrote, seen back at the version the
+/// write returned), which tells the plugin nothing it did not decide. An echo still
+/// triggers the primary when a decision is owed: a change of a related object asked for
+/// one while the primary waited for this very write (the changes were not queued then), or
+/// a reconcile found the primary waiting for it and parked. The initial list and relists
+/// always trigger.
+fn primary_news(
+    expectations: Arc<Expectations>,
+    triggers: Arc<crate::expect::triggers::Triggers>,
+    kind: crate::runtime::KindRef,
+) -> impl FnMut(&watcher::Event<DynamicObject>) -> futures::future::Ready<bool> {
+    move |event| {
+        let news = match event {
+            watcher::Event::Apply(o) => {
+                let echo = expectations.observe_echo(&own_writes::key_of(&kind, o), o);
+                let uid = o.metadata.uid.as_deref().unwrap_or_default();
+                let key = crate::expect::triggers::key_of(
+                    o.metadata.namespace.as_deref(),
+                    o.metadata.name.as_deref().unwrap_or_default(),
+                );
+                !echo || (!expectations.waits(uid) && triggers.asks(&key))
+            }
+            _ => true,
+        };
+        futures::future::ready(news)
+    }
+}
+
 /// Waits until a store has its first full list. `Store::wait_until_ready` wakes only one of
 /// several concurrent waiters (the controller itself waits too), so poll it with a timeout:
 /// once the value is memoised every poll is immediately ready.
@@ -246,6 +275,7 @@ pub async fn run_controller(
     let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
     let sighted = Arc::new(crate::reconcile::handover::Sighted::default());
     let backoff = Arc::new(Backoff::default());
+    let triggers = Arc::new(crate::expect::triggers::Triggers::default());
     let writer = reflector::store::Writer::new(primary_ar.clone());
     let primary_store = writer.as_reader();
     let primaries = reflector::reflector(writer, watcher(primary_api, primary_watch))
@@ -254,11 +284,15 @@ pub async fn run_controller(
             sighted.clone(),
             backoff.clone(),
         ))
+        .try_filter(primary_news(
+            expectations.clone(),
+            triggers.clone(),
+            info.primary.clone(),
+        ))
         .applied_objects();
     let mut controller =
         Controller::for_stream_with(primaries, primary_store.clone(), primary_ar.clone());
     slot.set_primaries(primary_store.clone());
-    let triggers = Arc::new(crate::expect::triggers::Triggers::default());
     let mut related = Vec::new();
     let mut listed = Vec::new();
     // Held until the controller stops: its callbacks stay on the shared caches till then.
@@ -279,9 +313,12 @@ pub async fn run_controller(
             primary: primary_ar.clone(),
         };
         let asked = triggers.clone();
+        let waiting = expectations.clone();
         // After the cache and the index took the event in: expectations first, then the
         // primaries it concerns are queued (their decision reads what the tap settled), each
-        // with the time it was asked for before it is queued.
+        // with the time it was asked for before it is queued. A primary that still waits
+        // for writes of its own is not queued: the event that settles its last expectation
+        // queues it, and that decision reads every change the waiting one missed.
         subscriptions.push(cache.subscribe(Box::new(move |e| {
             tap(e);
             // The initial list (and a relist) is no change of the object: not timed.
@@ -295,6 +332,9 @@ pub async fn run_controller(
                     if changed {
                         let key = crate::expect::triggers::key_of(p.namespace.as_deref(), &p.name);
                         asked.asked(key, now);
+                        if p.extra.uid.as_deref().is_some_and(|uid| waiting.waits(uid)) {
+                            continue;
+                        }
                     }
                     let _ = trigger.unbounded_send(p);
                 }
@@ -380,4 +420,97 @@ pub async fn run_controller(
         .await;
     drop(subscriptions);
     tracing::info!(plugin = %info.name, "controller stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expect::triggers::Triggers;
+    use crate::expect::{Expect, ObjectKey};
+
+    fn kind() -> crate::runtime::KindRef {
+        crate::runtime::KindRef {
+            group: "app.example.com".into(),
+            version: "v1alpha1".into(),
+            kind: "PodReplica".into(),
+            plural: "podreplicas".into(),
+            namespaced: true,
+        }
+    }
+
+    fn primary(rv: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+            "metadata": {"name": "p", "namespace": "d", "uid": "u", "resourceVersion": rv},
+        }))
+        .unwrap()
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            group: "app.example.com".into(),
+            kind: "PodReplica".into(),
+            namespace: Some("d".into()),
+            name: name.into(),
+        }
+    }
+
+    fn pod_key() -> ObjectKey {
+        ObjectKey {
+            group: String::new(),
+            kind: "Pod".into(),
+            namespace: Some("d".into()),
+            name: "p-pod-1".into(),
+        }
+    }
+
+    fn written(rv: &str) -> Expect {
+        Expect::Written {
+            resource_version: rv.into(),
+        }
+    }
+
+    fn news(
+        filter: &mut impl FnMut(&watcher::Event<DynamicObject>) -> futures::future::Ready<bool>,
+        event: watcher::Event<DynamicObject>,
+    ) -> bool {
+        futures::executor::block_on(filter(&event))
+    }
+
+    #[test]
+    fn the_echo_of_an_own_write_is_no_news_unless_a_decision_is_owed() {
+        let expectations = Arc::new(Expectations::new(Duration::from_secs(60)));
+        let triggers = Arc::new(Triggers::default());
+        let mut filter = primary_news(expectations.clone(), triggers.clone(), kind());
+        // Someone else's change: news.
+        assert!(news(&mut filter, watcher::Event::Apply(primary("5"))));
+        // The host wrote the status (rv 6): its echo is not.
+        expectations.expect("u", key("p"), written("6"), || None);
+        assert!(!news(&mut filter, watcher::Event::Apply(primary("6"))));
+        assert!(!expectations.waits("u"), "the echo settled the write");
+        // The initial list and relists always are.
+        assert!(news(&mut filter, watcher::Event::InitApply(primary("6"))));
+        assert!(news(&mut filter, watcher::Event::InitDone));
+
+        // A related change asked while the primary waited for its status and a pod it
+        // created: the status's echo is no news while the pod is unseen...
+        expectations.expect("u", key("p"), written("8"), || None);
+        expectations.expect("u", pod_key(), written("7"), || None);
+        triggers.asked("d/p".into(), std::time::Instant::now());
+        assert!(!news(&mut filter, watcher::Event::Apply(primary("8"))));
+        // ...and once nothing is awaited, the echo that settles the last write owes the
+        // decision the waiting change asked for.
+        expectations.expect("u", key("p"), written("9"), || None);
+        expectations.observe(
+            &pod_key(),
+            crate::expect::Seen::Present(
+                &serde_json::from_value(serde_json::json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p-pod-1", "namespace": "d", "resourceVersion": "7"},
+                }))
+                .unwrap(),
+            ),
+        );
+        assert!(news(&mut filter, watcher::Event::Apply(primary("9"))));
+    }
 }

@@ -277,6 +277,43 @@ impl Expectations {
         Pending::Expired { outstanding }
     }
 
+    /// Whether `primary` still waits for writes of its own that the watch has not shown
+    /// (and that have not expired). Changes a waiting primary's caches see do not trigger
+    /// it: the event that settles its last expectation does, and its decision reads all of
+    /// them.
+    pub fn waits(&self, primary: &str) -> bool {
+        let state = self.state.lock().expect("expectations lock");
+        state
+            .by_primary
+            .get(primary)
+            .is_some_and(|w| Instant::now() < w.deadline)
+    }
+
+    /// Shows the expectations an event of `object` (as cached now) and says whether it is
+    /// the echo of a write of the host's own: an outstanding write expectation at exactly
+    /// its resourceVersion. Settles what it satisfies, as [`Expectations::observe`] does.
+    /// An echo that raced ahead of its recording is not recognised (it then counts as a
+    /// change, as any other event).
+    pub fn observe_echo(&self, object: &ObjectKey, obj: &DynamicObject) -> bool {
+        let rv = obj.metadata.resource_version.as_deref();
+        let echo = {
+            let state = self.state.lock().expect("expectations lock");
+            state.by_object.get(object).is_some_and(|primaries| {
+                primaries.iter().any(|p| {
+                    state.by_primary.get(p).is_some_and(|w| {
+                        w.items.iter().any(|(key, e)| {
+                            key == object
+                                && matches!(e, Expect::Written { resource_version }
+                                    if Some(resource_version.as_str()) == rv)
+                        })
+                    })
+                })
+            })
+        };
+        self.observe(object, Seen::Present(obj));
+        echo
+    }
+
     /// Forgets everything `primary` waits for (it is gone).
     pub fn forget(&self, primary: &str) {
         self.state

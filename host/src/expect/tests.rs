@@ -192,3 +192,39 @@ fn a_relist_settles_deletes_by_absence_but_writes_only_by_the_version() {
     e.observe(&key("created"), Seen::Present(&obj("created", "u1", "50")));
     assert_eq!(e.pending("p"), Pending::Clear);
 }
+
+#[test]
+fn a_primary_waits_until_its_last_write_is_seen_or_expired() {
+    let e = Expectations::new(Duration::from_millis(50));
+    assert!(!e.waits("p"));
+    e.expect("p", key("a"), written("10"), || None);
+    e.expect("p", key("b"), written("11"), || None);
+    assert!(e.waits("p"));
+    e.observe(&key("a"), Seen::Present(&obj("a", "u1", "10")));
+    assert!(e.waits("p"), "one of two writes seen");
+    e.observe(&key("b"), Seen::Present(&obj("b", "u2", "11")));
+    assert!(!e.waits("p"));
+    // Expired expectations no longer hold a primary back.
+    e.expect("q", key("c"), written("12"), || None);
+    assert!(e.waits("q"));
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(!e.waits("q"));
+}
+
+#[test]
+fn only_the_event_at_the_written_version_is_an_echo() {
+    let e = Expectations::new(Duration::from_secs(30));
+    e.expect("p", key("p"), written("20"), || None);
+    // An older event (in flight before the write) is no echo and settles nothing.
+    assert!(!e.observe_echo(&key("p"), &obj("p", "u", "19")));
+    assert!(e.waits("p"));
+    // The write's own event is, and settles it.
+    assert!(e.observe_echo(&key("p"), &obj("p", "u", "20")));
+    assert!(!e.waits("p"));
+    // Seen again (a relist, say): nothing is expected any more, no echo.
+    assert!(!e.observe_echo(&key("p"), &obj("p", "u", "20")));
+    // A newer version settles the expectation too, but is someone else's change.
+    e.expect("p", key("p"), written("30"), || None);
+    assert!(!e.observe_echo(&key("p"), &obj("p", "u", "31")));
+    assert!(!e.waits("p"));
+}

@@ -65,6 +65,15 @@ impl Triggers {
         self.inner.lock().expect("triggers lock").since.remove(key)
     }
 
+    /// Whether a change asked for `key`'s decision and no decision has started since.
+    pub fn asks(&self, key: &str) -> bool {
+        self.inner
+            .lock()
+            .expect("triggers lock")
+            .since
+            .contains_key(key)
+    }
+
     /// Primaries with a request waiting (what the tests look at).
     #[cfg(test)]
     fn waiting(&self) -> usize {

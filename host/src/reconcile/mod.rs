@@ -251,8 +251,17 @@ async fn gate(
             expires_in,
         } => {
             tracing::debug!(outstanding, "waiting to see this object's own writes");
-            // The watch events that satisfy them trigger this object again; this is the
-            // backstop for expectations that expire.
+            // Parked: the watch event that settles the last of them triggers this object
+            // again (also an echo of its own write, which otherwise would not: see
+            // `controller::primary_news`); the requeue is the backstop for expectations
+            // that expire.
+            ctx.triggers.asked(
+                crate::expect::triggers::key_of(
+                    obj.metadata.namespace.as_deref(),
+                    obj.metadata.name.as_deref().unwrap_or_default(),
+                ),
+                Instant::now(),
+            );
             Some(Action::requeue(expires_in + Duration::from_millis(10)))
         }
         Pending::Expired { outstanding } => {
@@ -425,9 +434,35 @@ fn status_held(
     if !steps.is_empty() || !plan.events.is_empty() {
         return None;
     }
+    // A condition turning True, False or Unknown (Ready once the last pod runs) is the news
+    // a status exists for: written at once. What only counts along the way (1/3 ready, 2/3)
+    // is paced.
+    if let Some(status) = &plan.status
+        && conditions_turn(obj.data.get("status"), status)
+    {
+        return None;
+    }
     let wait = ctx.status_pacer.hold(&pref.uid)?;
     tracing::debug!(?wait, "status-only plan held back");
     Some(wait)
+}
+
+/// Whether `status` gives some condition (by `type`) another `status` than `before` has, or
+/// has a condition `before` lacks, or lacks one `before` has.
+fn conditions_turn(before: Option<&Value>, status: &Value) -> bool {
+    fn states(status: Option<&Value>) -> std::collections::BTreeMap<String, String> {
+        status
+            .and_then(|s| s.get("conditions"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
+                (text("type").to_string(), text("status").to_string())
+            })
+            .collect()
+    }
+    states(before) != states(Some(status))
 }
 
 /// Whether the primary as cached already has exactly `status`.
@@ -455,6 +490,33 @@ mod tests {
             v["status"] = s;
         }
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_condition_that_turns_is_news_a_count_along_the_way_is_not() {
+        let ready = |status: &str, msg: &str| {
+            json!({"readyReplicas": 1, "conditions": [
+                {"type": "Ready", "status": status, "message": msg, "reason": "r"}]})
+        };
+        let before = ready("False", "1/3 pods ready");
+        // Only the message and the counts change: paced.
+        assert!(!conditions_turn(
+            Some(&before),
+            &ready("False", "2/3 pods ready")
+        ));
+        // Ready turns True: written at once.
+        assert!(conditions_turn(
+            Some(&before),
+            &ready("True", "3/3 pods ready")
+        ));
+        // A first status with a condition, a condition gone, one added.
+        assert!(conditions_turn(None, &before));
+        assert!(conditions_turn(Some(&before), &json!({"readyReplicas": 1})));
+        let more = json!({"conditions": [{"type": "Ready", "status": "False"},
+            {"type": "Degraded", "status": "True"}]});
+        assert!(conditions_turn(Some(&before), &more));
+        // No conditions on either side: nothing turns.
+        assert!(!conditions_turn(Some(&json!({"a": 1})), &json!({"a": 2})));
     }
 
     #[test]

@@ -12,6 +12,10 @@
 //!   again, a change after a quiet spell) gets its new status at once;
 //! - **interval**: at most one status write per object per `every`.
 //!
+//! A status in which a condition turns (its `status` changes, or a condition appears or
+//! goes: `Ready` once the last pod runs) is never held back either: it is what the status is
+//! for, and `kubectl get` shows it as soon as the change it describes.
+//!
 //! Plans that write objects or Events are never held back, their status included (a
 //! plugin's status may be its memory of what it did, like ChaosPod's kill count), so an
 //! event still turns into its action at once. Nothing is lost: a status-only plan changes
