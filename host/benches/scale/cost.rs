@@ -67,8 +67,12 @@ pub fn between(before: &Look, after: &Look) -> Look {
 
 /// (VmRSS, VmHWM) of the host in MiB.
 pub fn memory_mib(host: &Host) -> (f64, f64) {
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", host.pid())).unwrap_or_default();
+    memory_of(host.pid())
+}
+
+/// (VmRSS, VmHWM) of process `pid` in MiB (0 when it is gone).
+pub fn memory_of(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let kib = |key: &str| {
         status
             .lines()

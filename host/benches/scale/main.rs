@@ -167,48 +167,24 @@ async fn compare(
         let (secs, _) = versus::host(&warm).ready(spawned).await;
         println!("wasmop: cold start → ready {secs:.2} s (compiling PodReplica)");
     }
+    let stage = versus::Stage {
+        cluster: &cluster,
+        client: &client,
+        tracker: &tracker,
+        names: &names,
+        status_samples,
+    };
     let spawned = std::time::Instant::now();
     let host = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
-    let op = versus::host(&host);
-    let mut run = versus::Run {
-        name: "wasmop".into(),
-        ..Default::default()
-    };
-    (run.ready_s, run.ready_mib) = op.ready(spawned).await;
-    versus::measure(
-        &cluster,
-        &client,
-        &tracker,
-        &names,
-        &op,
-        &mut run,
-        status_samples,
-    )
-    .await;
+    runs.push(stage.run(&versus::host(&host), spawned).await);
     drop(host);
-    versus::clear(&client, &tracker, &names).await;
-    runs.push(run);
+    stage.clear().await;
     for &c in others {
         let spawned = std::time::Instant::now();
         let op = versus::start_reference(&cluster, c);
-        let mut run = versus::Run {
-            name: c.name().into(),
-            ..Default::default()
-        };
-        (run.ready_s, run.ready_mib) = op.ready(spawned).await;
-        versus::measure(
-            &cluster,
-            &client,
-            &tracker,
-            &names,
-            &op,
-            &mut run,
-            status_samples,
-        )
-        .await;
+        runs.push(stage.run(&op, spawned).await);
         drop(op);
-        versus::clear(&client, &tracker, &names).await;
-        runs.push(run);
+        stage.clear().await;
     }
     runs
 }

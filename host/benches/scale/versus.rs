@@ -180,7 +180,7 @@ impl Running {
         loop {
             if http_get(&self.probes, "/readyz").is_some_and(|(code, _)| code == 200) {
                 let secs = spawned.elapsed().as_secs_f64();
-                return (secs, memory_mib(self.pid).0);
+                return (secs, crate::cost::memory_of(self.pid).0);
             }
             if spawned.elapsed() > Duration::from_secs(120) {
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -214,24 +214,6 @@ impl Running {
     pub fn cpu_s(&self) -> f64 {
         crate::cost::cpu_seconds(self.pid)
     }
-
-    /// (VmRSS, VmHWM) in MiB.
-    pub fn memory_mib(&self) -> (f64, f64) {
-        memory_mib(self.pid)
-    }
-}
-
-/// (VmRSS, VmHWM) of process `pid` in MiB.
-pub fn memory_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
 }
 
 /// What one contender did in the comparison.
@@ -279,54 +261,78 @@ impl Run {
     }
 }
 
-/// Runs the three phases and the status samples with `op` running (ready already), and
-/// fills `run`.
-pub async fn measure(
-    cluster: &Cluster,
-    client: &Client,
-    tracker: &Tracker,
-    names: &[String],
-    op: &Running,
-    run: &mut Run,
-    status_samples: usize,
-) {
-    let from = jiff::Timestamp::now();
-    let reconciles = op.reconciles();
-    let cpu = op.cpu_s();
-    let control = crate::control::look(&cluster.state);
-    let mut bound = 0;
-    for size in [3, 5, 2] {
-        tracker.take_most();
-        bound = bound.max(size);
-        let secs = crate::converge::apply_and_converge(client, tracker, names, size).await;
-        let most = tracker.take_most();
-        // wasmop's promise; a reference without expectations may create a pod twice, which
-        // the table shows.
-        assert!(
-            op.contender != Contender::Wasmop || most <= bound,
-            "wasmop: a PodReplica had {most} live pods while asked for at most {bound}"
-        );
-        println!(
-            "{}: {} at size {size} in {secs:.1} s",
-            op.contender.name(),
-            names.len()
-        );
-        run.converge_s.push((size, secs));
-        run.most_over = run.most_over.max(most.saturating_sub(bound));
-        bound = size;
+/// What every contender is measured on: one control plane, its client, the pod tracker, the
+/// PodReplicas' names, and the number of status-lag samples.
+pub struct Stage<'a> {
+    /// The control plane.
+    pub cluster: &'a Cluster,
+    /// Its client.
+    pub client: &'a Client,
+    /// The pod tracker.
+    pub tracker: &'a Tracker,
+    /// The PodReplicas.
+    pub names: &'a [String],
+    /// Status-lag samples.
+    pub status_samples: usize,
+}
+
+impl Stage<'_> {
+    /// Measures `op` (spawned at `spawned`): start → ready, the three phases, the status
+    /// samples.
+    pub async fn run(&self, op: &Running, spawned: Instant) -> Run {
+        let (cluster, client, tracker, names) =
+            (self.cluster, self.client, self.tracker, self.names);
+        let mut run = Run {
+            name: op.contender.name().into(),
+            ..Default::default()
+        };
+        (run.ready_s, run.ready_mib) = op.ready(spawned).await;
+        let from = jiff::Timestamp::now();
+        let reconciles = op.reconciles();
+        let cpu = op.cpu_s();
+        let control = crate::control::look(&cluster.state);
+        let mut bound = 0;
+        for size in [3, 5, 2] {
+            tracker.take_most();
+            bound = bound.max(size);
+            let secs = crate::converge::apply_and_converge(client, tracker, names, size).await;
+            let most = tracker.take_most();
+            // wasmop's promise; a reference without expectations may create a pod twice,
+            // which the table shows.
+            assert!(
+                op.contender != Contender::Wasmop || most <= bound,
+                "wasmop: a PodReplica had {most} live pods while asked for at most {bound}"
+            );
+            println!(
+                "{}: {} at size {size} in {secs:.1} s",
+                op.contender.name(),
+                names.len()
+            );
+            run.converge_s.push((size, secs));
+            run.most_over = run.most_over.max(most.saturating_sub(bound));
+            bound = size;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        run.reconciles = op.reconciles() - reconciles;
+        run.cpu_s = op.cpu_s() - cpu;
+        run.control_cpu_s = crate::control::total(&crate::control::between(
+            &control,
+            &crate::control::look(&cluster.state),
+        ));
+        (run.rest_mib, run.peak_mib) = crate::cost::memory_of(op.pid);
+        let to = jiff::Timestamp::now();
+        run.writes = writes_of(&cluster.state, op.contender.user_agent(), from, to).await;
+        crate::swap::quiet(client).await;
+        run.status_ms = status_lag_ms(client, tracker, names, self.status_samples).await;
+        run
     }
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    run.reconciles = op.reconciles() - reconciles;
-    run.cpu_s = op.cpu_s() - cpu;
-    run.control_cpu_s = crate::control::total(&crate::control::between(
-        &control,
-        &crate::control::look(&cluster.state),
-    ));
-    (run.rest_mib, run.peak_mib) = op.memory_mib();
-    let to = jiff::Timestamp::now();
-    run.writes = writes_of(&cluster.state, op.contender.user_agent(), from, to).await;
-    crate::swap::quiet(client).await;
-    run.status_ms = status_lag_ms(client, tracker, names, status_samples).await;
+
+    /// Deletes every PodReplica and its pods, and waits until none is left (the next
+    /// contender starts on an empty namespace).
+    pub async fn clear(&self) {
+        crate::operator_floor::remove(self.client, self.tracker, self.names).await;
+        crate::swap::quiet(self.client).await;
+    }
 }
 
 /// Status lag samples: for each of the first `samples` PodReplicas (at size 2, at rest), a
@@ -460,13 +466,6 @@ fn count_writes(
         }
     }
     out
-}
-
-/// Deletes every PodReplica and its pods, and waits until none is left (the next contender
-/// starts on an empty namespace).
-pub async fn clear(client: &Client, tracker: &Tracker, names: &[String]) {
-    crate::operator_floor::remove(client, tracker, names).await;
-    crate::swap::quiet(client).await;
 }
 
 fn ratio(a: f64, b: f64) -> String {
