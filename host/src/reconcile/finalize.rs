@@ -120,6 +120,12 @@ pub async fn prepare(
         (false, false) => {
             finalizers.push(fin.clone());
             set_finalizers(ctx, info, obj, pref, finalizers).await?;
+            // The first decision is owed: the finalizer's echo on the watch brings it (an
+            // echo of the host's own write triggers only what is owed).
+            ctx.triggers.asked(
+                crate::expect::triggers::key_of(pref.namespace.as_deref(), &pref.name),
+                std::time::Instant::now(),
+            );
             Prepared::Done(Action::await_change())
         }
     })
