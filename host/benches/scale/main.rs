@@ -58,6 +58,10 @@ struct Args {
     versus: Vec<versus::Contender>,
     /// Only the comparison, none of the rows.
     versus_only: bool,
+    /// Unrelated pods in the namespace during the comparison (every contender caches them).
+    bystanders: usize,
+    /// The sizes the comparison applies, one phase each, in order.
+    sizes: Vec<usize>,
 }
 
 fn contenders(v: Option<String>) -> Vec<versus::Contender> {
@@ -96,6 +100,8 @@ fn args() -> Args {
             versus::Contender::KubeRs,
         ],
         versus_only: false,
+        bystanders: 0,
+        sizes: vec![3, 5, 2],
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -113,16 +119,27 @@ fn args() -> Args {
             "--plugin" => a.plugin = it.next().expect("--plugin needs a file name"),
             "--versus" => a.versus = contenders(it.next()),
             "--versus-only" => a.versus_only = true,
+            "--sizes" => a.sizes = numbers("--sizes", it.next()),
+            "--bystanders" => {
+                a.bystanders = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--bystanders needs a number of pods");
+            }
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime,kube-rs|none] [--versus-only]\n  --versus: at the largest size, wasmop against these operators on one control plane, one after the other (default both; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime,kube-rs|none] [--versus-only] [--sizes 3,5,2] [--bystanders 2400]\n  --versus: at the largest size, wasmop against these operators on one control plane, one after the other (default both; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --sizes: the comparison's phases, each a size applied to every PodReplica (default 3,5,2)\n  --bystanders: that many unrelated pods Running in the namespace during the comparison (default 0)\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
                 );
                 std::process::exit(0);
             }
             other => panic!("unknown argument `{other}` (try --help)"),
         }
     }
+    assert!(
+        !a.sizes.is_empty() && a.sizes.last() != Some(&5),
+        "--sizes: at least one size, the last not 5 (the status samples then patch to 5)"
+    );
     if (a.smoke || a.converge_only || a.plugin != "podreplica.wasm") && !a.versus_only {
         a.versus = Vec::new();
     }
@@ -142,19 +159,32 @@ fn args() -> Args {
 }
 
 /// wasmop and each of `others` on one fresh control plane, one after the other, `n`
-/// PodReplicas each ([`versus`]); `status_samples` status-lag samples each.
+/// PodReplicas each ([`versus`]); `status_samples` status-lag samples each. `bystanders`
+/// unrelated pods run in the namespace the whole time (created before the first contender
+/// starts, so each one's caches list them). The PodReplicas are applied at each of `sizes`
+/// in turn.
 async fn compare(
     n: usize,
     others: &[versus::Contender],
-    status_samples: usize,
+    (sizes, status_samples): (&[usize], usize),
+    bystanders: usize,
 ) -> Vec<versus::Run> {
-    let node_pods = (n * 5 / 3 + 200) as u32;
+    // Room on the three nodes for the largest phase (and the status samples' size 5).
+    let largest = sizes.iter().copied().chain([5]).max().unwrap_or(5);
+    let node_pods = (n * largest / 3 + 200 + bystanders / 3) as u32;
     let cluster = Cluster::start_with_node_pods(&format!("versus-{n}"), node_pods);
     let client = cluster.client().await;
     let tracker = tracker::Tracker::start(client.clone());
     let names = converge::names(n);
     operator_floor::install_crd(&client).await;
     wait_for_crd(&client, &podreplica_resource()).await;
+    let unrelated = if bystanders > 0 {
+        let (secs, pods) = floor::floor(&client, bystanders, in_flight()).await;
+        println!("{bystanders} unrelated pods Running in the namespace in {secs:.1} s");
+        Some(pods)
+    } else {
+        None
+    };
     let mut runs = Vec::new();
     // wasmop as deployed: compiled components cached on disk; a first start fills it.
     let cache = cluster.state.join("wasmop-cache");
@@ -172,6 +202,7 @@ async fn compare(
         client: &client,
         tracker: &tracker,
         names: &names,
+        sizes,
         status_samples,
     };
     let spawned = std::time::Instant::now();
@@ -185,6 +216,9 @@ async fn compare(
         runs.push(stage.run(&op, spawned).await);
         drop(op);
         stage.clear().await;
+    }
+    if let Some(pods) = unrelated {
+        floor::remove(&client, pods).await;
     }
     runs
 }
@@ -304,9 +338,9 @@ async fn main() {
     let a = args();
     if a.versus_only {
         let n = a.objects.iter().copied().max().unwrap_or(1000);
-        let runs = compare(n, &a.versus, 10).await;
-        versus::print(n, &runs);
-        report::write_named_json("versus", &versus::json(&runs));
+        let runs = compare(n, &a.versus, (&a.sizes, 10), a.bystanders).await;
+        versus::print(n, a.bystanders, &runs);
+        report::write_named_json("versus", &versus::json(a.bystanders, &runs));
         return;
     }
     let mut rows = Vec::new();
@@ -314,7 +348,9 @@ async fn main() {
         rows.push(row(n, a.samples, a.smoke, a.converge_only, &a.plugin).await);
     }
     let compared = match a.objects.iter().max() {
-        Some(&n) if !a.versus.is_empty() => Some((n, compare(n, &a.versus, 10).await)),
+        Some(&n) if !a.versus.is_empty() => {
+            Some((n, compare(n, &a.versus, (&a.sizes, 10), a.bystanders).await))
+        }
         _ => None,
     };
     if let (Some(last), Some(&n)) = (rows.last_mut(), a.objects.iter().max()) {
@@ -332,7 +368,7 @@ async fn main() {
         report::write_json(&rows);
     }
     if let Some((n, runs)) = compared {
-        versus::print(n, &runs);
-        report::write_named_json("versus", &versus::json(&runs));
+        versus::print(n, a.bystanders, &runs);
+        report::write_named_json("versus", &versus::json(a.bystanders, &runs));
     }
 }

@@ -225,7 +225,7 @@ pub struct Run {
     pub ready_s: f64,
     /// VmRSS at ready, MiB.
     pub ready_mib: f64,
-    /// Seconds to converge at 3, 5 and 2, from each apply's start.
+    /// Seconds to converge at each size (3, 5 and 2 by default), from each apply's start.
     pub converge_s: Vec<(usize, f64)>,
     /// The most live pods any PodReplica had beyond the larger of its old and new size, in
     /// any phase (wasmop: always 0, asserted).
@@ -272,6 +272,8 @@ pub struct Stage<'a> {
     pub tracker: &'a Tracker,
     /// The PodReplicas.
     pub names: &'a [String],
+    /// The sizes applied, one phase each.
+    pub sizes: &'a [usize],
     /// Status-lag samples.
     pub status_samples: usize,
 }
@@ -292,7 +294,7 @@ impl Stage<'_> {
         let cpu = op.cpu_s();
         let control = crate::control::look(&cluster.state);
         let mut bound = 0;
-        for size in [3, 5, 2] {
+        for &size in self.sizes {
             tracker.take_most();
             bound = bound.max(size);
             let secs = crate::converge::apply_and_converge(client, tracker, names, size).await;
@@ -477,13 +479,16 @@ fn ratio(a: f64, b: f64) -> String {
 }
 
 /// Prints the comparison: a column per contender and wasmop's ratio to each reference.
-pub fn print(objects: usize, runs: &[Run]) {
+pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
     let Some(wasmop) = runs.iter().find(|r| r.name == "wasmop") else {
         return;
     };
     let refs: Vec<&Run> = runs.iter().filter(|r| r.name != "wasmop").collect();
     println!();
     let mut head = format!("| {objects} PodReplicas |");
+    if bystanders > 0 {
+        head = format!("| {objects} PodReplicas beside {bystanders} unrelated pods |");
+    }
     let mut rule = "|---|".to_string();
     for r in runs {
         head.push_str(&format!(" {} |", r.name));
@@ -507,7 +512,7 @@ pub fn print(objects: usize, runs: &[Run]) {
     let s1 = |v: f64| format!("{v:.1}");
     let s2 = |v: f64| format!("{v:.2}");
     let n0 = |v: f64| format!("{v:.0}");
-    for size in [3, 5, 2] {
+    for &(size, _) in &wasmop.converge_s {
         line(
             &format!("converged at {size}, s from the apply's start"),
             &|r| r.secs_at(size),
@@ -550,12 +555,13 @@ pub fn print(objects: usize, runs: &[Run]) {
 }
 
 /// The JSON of the comparison.
-pub fn json(runs: &[Run]) -> Value {
+pub fn json(bystanders: usize, runs: &[Run]) -> Value {
     Value::Array(
         runs.iter()
             .map(|r| {
                 json!({
                     "name": r.name,
+                    "bystanders": bystanders,
                     "ready_s": r.ready_s,
                     "ready_mib": r.ready_mib,
                     "converge_s": r.converge_s,
