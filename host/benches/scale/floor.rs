@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use crate::tracker::Tracker;
@@ -64,12 +64,11 @@ pub async fn floor(client: &Client, pods: usize, in_flight: usize) -> (f64, Trac
 /// Deletes the floor's pods, waits until `tracker` saw them all go, and stops its watch.
 pub async fn remove(client: &Client, tracker: Tracker) {
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    api.delete_collection(
-        &DeleteParams::default(),
+    crate::operator_floor::delete_all(
+        &api,
         &ListParams::default().labels(&format!("{KEY}={OWNER}")),
     )
-    .await
-    .unwrap();
+    .await;
     wait_until("went away", || tracker.live(OWNER).is_empty()).await;
     tracker.stop();
 }

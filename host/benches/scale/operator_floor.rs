@@ -186,21 +186,30 @@ pub async fn rewrite_statuses(client: &Client, names: &[String], in_flight: usiz
     started.elapsed().as_secs_f64()
 }
 
+/// Deletes every object `lp` selects. One deletecollection of ten thousand pods outlasts
+/// the API server's request timeout (the connection closes mid-way, the deletion goes on
+/// server-side): sent again until one returns, at most ten times.
+pub async fn delete_all<K>(api: &Api<K>, lp: &ListParams)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for attempt in 1..=10 {
+        match api.delete_collection(&DeleteParams::default(), lp).await {
+            Ok(_) => return,
+            Err(e) => println!("deletecollection {attempt} cut short ({e}); again"),
+        }
+    }
+    panic!("deletecollection never returned in ten attempts");
+}
+
 /// Deletes the operator floor's PodReplicas and pods and waits until the tracker saw every
 /// pod go and no PodReplica is left.
 pub async fn remove(client: &Client, tracker: &Tracker, names: &[String]) {
     let prs: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), "default", &podreplica_resource());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.delete_collection(
-        &DeleteParams::default(),
-        &ListParams::default().labels(LABEL),
-    )
-    .await
-    .unwrap();
-    prs.delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-        .unwrap();
+    delete_all(&pods, &ListParams::default().labels(LABEL)).await;
+    delete_all(&prs, &ListParams::default()).await;
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let left = prs
