@@ -210,16 +210,15 @@ fn departures(
 /// triggers the primary when a decision is owed: a change of a related object asked for
 /// one while the primary waited for this very write (the changes were not queued then), or
 /// a reconcile found the primary waiting for it and parked. The initial list and relists
-/// always trigger; with `on` false (sharded), everything does.
+/// always trigger.
 fn primary_news(
     expectations: Arc<Expectations>,
     triggers: Arc<crate::expect::triggers::Triggers>,
     kind: crate::runtime::KindRef,
-    on: bool,
 ) -> impl FnMut(&watcher::Event<DynamicObject>) -> futures::future::Ready<bool> {
     move |event| {
         let news = match event {
-            watcher::Event::Apply(o) if on => {
+            watcher::Event::Apply(o) => {
                 let echo = expectations.observe_echo(&own_writes::key_of(&kind, o), o);
                 let uid = o.metadata.uid.as_deref().unwrap_or_default();
                 let key = crate::expect::triggers::key_of(
@@ -277,9 +276,6 @@ pub async fn run_controller(
     let sighted = Arc::new(crate::reconcile::handover::Sighted::default());
     let backoff = Arc::new(Backoff::default());
     let triggers = Arc::new(crate::expect::triggers::Triggers::default());
-    // Sharded, every event still triggers: the handover (drain, acknowledge, takeover) is
-    // not yet proven with the news filters (two shards e2e tests never settled with them).
-    let news_only = deps.shard.is_none();
     let writer = reflector::store::Writer::new(primary_ar.clone());
     let primary_store = writer.as_reader();
     let primaries = reflector::reflector(writer, watcher(primary_api, primary_watch))
@@ -292,7 +288,6 @@ pub async fn run_controller(
             expectations.clone(),
             triggers.clone(),
             info.primary.clone(),
-            news_only,
         ))
         .applied_objects();
     let mut controller =
@@ -337,8 +332,7 @@ pub async fn run_controller(
                     if changed {
                         let key = crate::expect::triggers::key_of(p.namespace.as_deref(), &p.name);
                         asked.asked(key, now);
-                        if news_only && p.extra.uid.as_deref().is_some_and(|uid| waiting.waits(uid))
-                        {
+                        if p.extra.uid.as_deref().is_some_and(|uid| waiting.waits(uid)) {
                             continue;
                         }
                     }
@@ -487,7 +481,7 @@ mod tests {
     fn the_echo_of_an_own_write_is_no_news_unless_a_decision_is_owed() {
         let expectations = Arc::new(Expectations::new(Duration::from_secs(60)));
         let triggers = Arc::new(Triggers::default());
-        let mut filter = primary_news(expectations.clone(), triggers.clone(), kind(), true);
+        let mut filter = primary_news(expectations.clone(), triggers.clone(), kind());
         // Someone else's change: news.
         assert!(news(&mut filter, watcher::Event::Apply(primary("5"))));
         // The host wrote the status (rv 6): its echo is not.
@@ -518,10 +512,5 @@ mod tests {
             ),
         );
         assert!(news(&mut filter, watcher::Event::Apply(primary("9"))));
-
-        // Off (sharded): the echo triggers as any event.
-        let mut off = primary_news(expectations.clone(), triggers, kind(), false);
-        expectations.expect("u", key("p"), written("10"), || None);
-        assert!(news(&mut off, watcher::Event::Apply(primary("10"))));
     }
 }

@@ -77,6 +77,10 @@ impl Sighted {
     }
 }
 
+/// How soon a drain whose acknowledgement lost a race with a newer version of the object is
+/// looked at again.
+const ACKNOWLEDGE_AGAIN: std::time::Duration = std::time::Duration::from_millis(200);
+
 fn has_label(obj: &DynamicObject, key: &str) -> bool {
     obj.metadata
         .labels
@@ -137,8 +141,16 @@ pub async fn before_deciding(
                 ctx.sighted.left(&pref.uid);
                 ctx.expectations.forget(&pref.uid);
             }
-            // Changed since this view: the newer event reconciles it again.
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+            // Changed since this view. The newer version may be the echo of a write of this
+            // shard's own (a status written while the drain landed), which asks for no
+            // decision (`controller::primary_news`): look again shortly, on the cache as it
+            // is then, rather than wait for an event that may not come.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::debug!("the drain's acknowledgement met a newer version: again shortly");
+                return Ok(Some(Action::requeue(ACKNOWLEDGE_AGAIN)));
+            }
+            // Gone: nothing to let go.
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e),
         }
         return Ok(Some(Action::await_change()));

@@ -361,7 +361,11 @@ impl Host {
             .arg(&addr)
             .args(extra)
             .envs(env.iter().copied())
-            .env("WASMOP_LOG", "info")
+            // WASMOP_TEST_LOG=debug (or any filter) for a closer look at a failing test.
+            .env(
+                "WASMOP_LOG",
+                std::env::var("WASMOP_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(file.try_clone().unwrap())
             .stderr(file)
             .spawn()
