@@ -76,6 +76,11 @@ fn contenders(v: Option<String>) -> Vec<versus::Contender> {
         .collect()
 }
 
+fn number(flag: &str, v: Option<String>) -> usize {
+    v.and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{flag} needs a number"))
+}
+
 fn numbers(flag: &str, v: Option<String>) -> Vec<usize> {
     let v = v.unwrap_or_else(|| panic!("{flag} needs a list, e.g. 1,2,3"));
     v.split(',')
@@ -108,24 +113,14 @@ fn args() -> Args {
         match arg.as_str() {
             "--objects" => a.objects = numbers("--objects", it.next()),
             "--replicas" => a.replicas = numbers("--replicas", it.next()),
-            "--samples" => {
-                a.samples = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--samples needs a number");
-            }
+            "--samples" => a.samples = number("--samples", it.next()),
             "--smoke" => a.smoke = true,
             "--converge-only" => a.converge_only = true,
             "--plugin" => a.plugin = it.next().expect("--plugin needs a file name"),
             "--versus" => a.versus = contenders(it.next()),
             "--versus-only" => a.versus_only = true,
             "--sizes" => a.sizes = numbers("--sizes", it.next()),
-            "--bystanders" => {
-                a.bystanders = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--bystanders needs a number of pods");
-            }
+            "--bystanders" => a.bystanders = number("--bystanders", it.next()),
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
