@@ -65,13 +65,16 @@ struct Args {
 }
 
 fn contenders(v: Option<String>) -> Vec<versus::Contender> {
-    let v = v.expect("--versus needs a list: controller-runtime,kube-rs or none");
+    let v = v.expect("--versus needs a list: controller-runtime,kube-rs,wasmop-sharded or none");
     v.split(',')
         .filter(|c| !c.is_empty() && *c != "none")
         .map(|c| match c.trim() {
             "controller-runtime" => versus::Contender::ControllerRuntime,
             "kube-rs" => versus::Contender::KubeRs,
-            other => panic!("--versus: `{other}` is not controller-runtime or kube-rs"),
+            "wasmop-sharded" => versus::Contender::WasmopSharded,
+            other => {
+                panic!("--versus: `{other}` is not controller-runtime, kube-rs or wasmop-sharded")
+            }
         })
         .collect()
 }
@@ -124,7 +127,7 @@ fn args() -> Args {
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime,kube-rs|none] [--versus-only] [--sizes 3,5,2] [--bystanders 2400]\n  --versus: at the largest size, wasmop against these operators on one control plane, one after the other (default both; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --sizes: the comparison's phases, each a size applied to every PodReplica (default 3,5,2)\n  --bystanders: that many unrelated pods Running in the namespace during the comparison (default 0)\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime,kube-rs,wasmop-sharded|none] [--versus-only] [--sizes 3,5,2] [--bystanders 2400]\n  --versus: at the largest size, wasmop against these operators on one control plane, one after the other (default controller-runtime,kube-rs; wasmop-sharded: wasmop again as three sharded replicas; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --sizes: the comparison's phases, each a size applied to every PodReplica (default 3,5,2)\n  --bystanders: that many unrelated pods Running in the namespace during the comparison (default 0)\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
                 );
                 std::process::exit(0);
             }
@@ -189,7 +192,9 @@ async fn compare(
     {
         let spawned = std::time::Instant::now();
         let warm = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
-        let (secs, _) = versus::host(&warm).ready(spawned).await;
+        let (secs, _) = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&warm))
+            .ready(spawned)
+            .await;
         println!("wasmop: cold start → ready {secs:.2} s (compiling PodReplica)");
     }
     let stage = versus::Stage {
@@ -202,20 +207,65 @@ async fn compare(
     };
     let spawned = std::time::Instant::now();
     let host = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
-    runs.push(stage.run(&versus::host(&host), spawned).await);
+    let single = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&host));
+    runs.push(stage.run(&single, spawned).await);
     drop(host);
     stage.clear().await;
     for &c in others {
-        let spawned = std::time::Instant::now();
-        let op = versus::start_reference(&cluster, c);
-        runs.push(stage.run(&op, spawned).await);
-        drop(op);
+        if c == versus::Contender::WasmopSharded {
+            runs.push(sharded_run(&stage, &cache).await);
+        } else {
+            let spawned = std::time::Instant::now();
+            let op = versus::start_reference(&cluster, c);
+            runs.push(stage.run(&op, spawned).await);
+            drop(op);
+        }
         stage.clear().await;
     }
     if let Some(pods) = unrelated {
         floor::remove(&client, pods).await;
     }
     runs
+}
+
+/// Three sharded replicas through `stage`, each started on its own copy of the compiled
+/// components' cache `warm` (as three Pods would hold their own).
+async fn sharded_run(stage: &versus::Stage<'_>, warm: &std::path::Path) -> versus::Run {
+    let dirs: Vec<std::path::PathBuf> = (0..3)
+        .map(|i| {
+            let dir = warm.with_file_name(format!("wasmop-cache-{i}"));
+            let copied = std::process::Command::new("cp")
+                .arg("-a")
+                .arg(warm)
+                .arg(&dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(copied, "copying {} to {}", warm.display(), dir.display());
+            dir
+        })
+        .collect();
+    let spawned = std::time::Instant::now();
+    let hosts: Vec<Host> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let mut args = versus::replica_args(i);
+            args.extend(["--cache-dir".to_string(), dir.to_string_lossy().to_string()]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            Host::start_with(&stage.cluster.kubeconfig, &["podreplica.wasm"], &args, &[])
+        })
+        .collect();
+    let run = stage
+        .run(
+            &versus::hosts(versus::Contender::WasmopSharded, &hosts),
+            spawned,
+        )
+        .await;
+    drop(hosts);
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    run
 }
 
 /// Host reconciles at once (`WASMOP_CONCURRENCY`, which the host reads too; its default

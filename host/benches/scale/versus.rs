@@ -1,7 +1,8 @@
 //! wasmop against the operators users would write instead, on the same control plane one
 //! after the other: a controller-runtime PodReplica written as the kubebuilder book writes
 //! one (`bench/reference/controller-runtime`) and a kube-rs `Controller` PodReplica without
-//! wasm (`bench/reference/kube-rs`). Each contender starts alone (no PodReplica, no pod left
+//! wasm (`bench/reference/kube-rs`), and wasmop again as three sharded replicas (the same
+//! figures summed over the three processes). Each contender starts alone (no PodReplica, no pod left
 //! of the one before), then goes through the same measurements: start → ready and its RSS
 //! then, PodReplicas applied at 3, rescaled to 5 and to 2 (seconds from the apply's start),
 //! its reconciles (its own metric), its writes by verb and resource (from the API server's
@@ -29,6 +30,8 @@ use crate::tracker::Tracker;
 pub enum Contender {
     /// The wasmop host with the PodReplica plugin.
     Wasmop,
+    /// Three wasmop hosts with the PodReplica plugin, sharded (`--sharding`).
+    WasmopSharded,
     /// `bench/reference/controller-runtime`.
     ControllerRuntime,
     /// `bench/reference/kube-rs`.
@@ -40,6 +43,7 @@ impl Contender {
     pub fn name(self) -> &'static str {
         match self {
             Contender::Wasmop => "wasmop",
+            Contender::WasmopSharded => "wasmop ×3 sharded",
             Contender::ControllerRuntime => "controller-runtime",
             Contender::KubeRs => "kube-rs",
         }
@@ -48,7 +52,7 @@ impl Contender {
     /// How its requests start their `User-Agent` (what the audit log is filtered by).
     pub fn user_agent(self) -> &'static str {
         match self {
-            Contender::Wasmop => "wasmop/",
+            Contender::Wasmop | Contender::WasmopSharded => "wasmop/",
             Contender::ControllerRuntime => "podreplica-controller-runtime",
             Contender::KubeRs => "podreplica-kube-rs",
         }
@@ -57,23 +61,34 @@ impl Contender {
     /// The metric whose samples, summed, count its reconciles.
     fn reconcile_metric(self) -> &'static str {
         match self {
-            Contender::Wasmop => "wasmop_reconciles_total",
+            Contender::Wasmop | Contender::WasmopSharded => "wasmop_reconciles_total",
             Contender::ControllerRuntime => "controller_runtime_reconcile_total",
             Contender::KubeRs => "podreplica_reconciles_total",
         }
     }
+
+    /// Whether it is wasmop (held to its promise of never a pod over the size asked).
+    pub fn is_wasmop(self) -> bool {
+        matches!(self, Contender::Wasmop | Contender::WasmopSharded)
+    }
 }
 
-/// A running operator: a reference's process (killed when dropped) or the host.
-pub struct Running {
-    contender: Contender,
-    child: Option<Child>,
+/// One process of a running operator.
+struct Process {
     pid: u32,
     /// Address of its metrics.
     metrics: String,
     /// Address of its `/readyz`.
     probes: String,
-    /// Its log.
+}
+
+/// A running operator: a reference's process (killed when dropped) or the hosts (one, or
+/// the sharded replicas); its figures are summed over its processes.
+pub struct Running {
+    contender: Contender,
+    child: Option<Child>,
+    processes: Vec<Process>,
+    /// Its (first process's) log.
     pub log: PathBuf,
 }
 
@@ -116,7 +131,9 @@ fn binary(contender: Contender) -> PathBuf {
             );
             bin
         }
-        Contender::Wasmop => unreachable!("the host is started by crate::support::Host"),
+        Contender::Wasmop | Contender::WasmopSharded => {
+            unreachable!("the hosts are started by crate::support::Host")
+        }
     }
 }
 
@@ -140,24 +157,49 @@ pub fn start_reference(cluster: &Cluster, contender: Contender) -> Running {
         .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
     Running {
         contender,
-        pid: child.id(),
+        processes: vec![Process {
+            pid: child.id(),
+            metrics,
+            probes,
+        }],
         child: Some(child),
-        metrics,
-        probes,
         log,
     }
 }
 
-/// The host as a contender (it serves metrics and probes on one address).
-pub fn host(host: &crate::support::Host) -> Running {
+/// The host, or the sharded replicas, as a contender (each serves metrics and probes on one
+/// address).
+pub fn hosts(contender: Contender, hosts: &[crate::support::Host]) -> Running {
     Running {
-        contender: Contender::Wasmop,
+        contender,
         child: None,
-        pid: host.pid(),
-        metrics: host.addr.clone(),
-        probes: host.addr.clone(),
-        log: host.log.clone(),
+        processes: hosts
+            .iter()
+            .map(|h| Process {
+                pid: h.pid(),
+                metrics: h.addr.clone(),
+                probes: h.addr.clone(),
+            })
+            .collect(),
+        log: hosts[0].log.clone(),
     }
+}
+
+/// The arguments of sharded replica `i` (Leases of 5 s in `default`).
+pub fn replica_args(i: usize) -> Vec<String> {
+    [
+        "--leader-election",
+        "--sharding",
+        "--lease-seconds",
+        "5",
+        "--lease-namespace",
+        "default",
+        "--identity",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .chain([format!("replica-{i}")])
+    .collect()
 }
 
 /// GET `path` of `addr` in HTTP/1.0 (no chunked body, whatever the server); (status, body).
@@ -173,14 +215,26 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((status, body.unwrap_or_default()))
 }
 
+impl Process {
+    /// `/readyz` answers 200 and, if `sharded`, its metrics say it holds shards.
+    fn ready(&self, sharded: bool) -> bool {
+        http_get(&self.probes, "/readyz").is_some_and(|(code, _)| code == 200)
+            && (!sharded
+                || http_get(&self.metrics, "/metrics")
+                    .is_some_and(|(_, m)| m.lines().any(|l| l == "wasmop_shard_member 1")))
+    }
+}
+
 impl Running {
-    /// Seconds from `spawned` until `/readyz` answers 200 (polled every 5 ms), and VmRSS
-    /// (MiB) then. Panics after two minutes, with the log's tail.
+    /// Seconds from `spawned` until every process's `/readyz` answers 200 (polled every
+    /// 5 ms; sharded replicas: and each is a shard member), and VmRSS (MiB, summed) then.
+    /// Panics after two minutes, with the log's tail.
     pub async fn ready(&self, spawned: Instant) -> (f64, f64) {
+        let sharded = self.contender == Contender::WasmopSharded;
         loop {
-            if http_get(&self.probes, "/readyz").is_some_and(|(code, _)| code == 200) {
+            if self.processes.iter().all(|p| p.ready(sharded)) {
                 let secs = spawned.elapsed().as_secs_f64();
-                return (secs, crate::cost::memory_of(self.pid).0);
+                return (secs, self.memory_mib().0);
             }
             if spawned.elapsed() > Duration::from_secs(120) {
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -198,21 +252,37 @@ impl Running {
     /// Its reconciles so far.
     pub fn reconciles(&self) -> u64 {
         let metric = self.contender.reconcile_metric();
-        let Some((_, text)) = http_get(&self.metrics, "/metrics") else {
-            return 0;
-        };
-        text.lines()
-            .filter(|l| {
-                l.strip_prefix(metric)
-                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as u64
+        let mut sum = 0.0;
+        for p in &self.processes {
+            let Some((_, text)) = http_get(&p.metrics, "/metrics") else {
+                continue;
+            };
+            sum += text
+                .lines()
+                .filter(|l| {
+                    l.strip_prefix(metric)
+                        .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>();
+        }
+        sum as u64
     }
 
     /// CPU seconds so far.
     pub fn cpu_s(&self) -> f64 {
-        crate::cost::cpu_seconds(self.pid)
+        self.processes
+            .iter()
+            .map(|p| crate::cost::cpu_seconds(p.pid))
+            .sum()
+    }
+
+    /// (VmRSS, VmHWM), MiB, summed over its processes.
+    fn memory_mib(&self) -> (f64, f64) {
+        self.processes
+            .iter()
+            .map(|p| crate::cost::memory_of(p.pid))
+            .fold((0.0, 0.0), |(r, h), (pr, ph)| (r + pr, h + ph))
     }
 }
 
@@ -302,8 +372,9 @@ impl Stage<'_> {
             // wasmop's promise; a reference without expectations may create a pod twice,
             // which the table shows.
             assert!(
-                op.contender != Contender::Wasmop || most <= bound,
-                "wasmop: a PodReplica had {most} live pods while asked for at most {bound}"
+                !op.contender.is_wasmop() || most <= bound,
+                "{}: a PodReplica had {most} live pods while asked for at most {bound}",
+                op.contender.name()
             );
             println!(
                 "{}: {} at size {size} in {secs:.1} s",
@@ -321,7 +392,7 @@ impl Stage<'_> {
             &control,
             &crate::control::look(&cluster.state),
         ));
-        (run.rest_mib, run.peak_mib) = crate::cost::memory_of(op.pid);
+        (run.rest_mib, run.peak_mib) = op.memory_mib();
         let to = jiff::Timestamp::now();
         run.writes = writes_of(&cluster.state, op.contender.user_agent(), from, to).await;
         crate::swap::quiet(client).await;
@@ -433,6 +504,9 @@ pub async fn writes_of(
     last.unwrap_or_default()
 }
 
+/// The verbs that write.
+const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
 fn count_writes(
     state: &Path,
     agent: &str,
@@ -464,6 +538,9 @@ fn count_writes(
                 resource = format!("{resource}/{sub}");
             }
             let verb = e["verb"].as_str().unwrap_or("?");
+            if !WRITES.contains(&verb) {
+                continue;
+            }
             *out.entry(format!("{verb} {resource}")).or_default() += 1;
         }
     }
@@ -478,12 +555,14 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
-/// Prints the comparison: a column per contender and wasmop's ratio to each reference.
+/// Prints the comparison: a column per contender and the ratio of each wasmop column to
+/// each reference.
 pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
-    let Some(wasmop) = runs.iter().find(|r| r.name == "wasmop") else {
+    let (ours, refs): (Vec<&Run>, Vec<&Run>) =
+        runs.iter().partition(|r| r.name.starts_with("wasmop"));
+    if ours.is_empty() {
         return;
-    };
-    let refs: Vec<&Run> = runs.iter().filter(|r| r.name != "wasmop").collect();
+    }
     println!();
     let mut head = format!("| {objects} PodReplicas |");
     if bystanders > 0 {
@@ -494,9 +573,11 @@ pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
         head.push_str(&format!(" {} |", r.name));
         rule.push_str("---|");
     }
-    for r in &refs {
-        head.push_str(&format!(" wasmop ÷ {} |", r.name));
-        rule.push_str("---|");
+    for o in &ours {
+        for r in &refs {
+            head.push_str(&format!(" {} ÷ {} |", o.name, r.name));
+            rule.push_str("---|");
+        }
     }
     println!("{head}\n{rule}");
     let line = |label: &str, f: &dyn Fn(&Run) -> f64, fmt: &dyn Fn(f64) -> String| {
@@ -504,15 +585,17 @@ pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
         for r in runs {
             l.push_str(&format!(" {} |", fmt(f(r))));
         }
-        for r in &refs {
-            l.push_str(&format!(" {} |", ratio(f(wasmop), f(r))));
+        for o in &ours {
+            for r in &refs {
+                l.push_str(&format!(" {} |", ratio(f(o), f(r))));
+            }
         }
         println!("{l}");
     };
     let s1 = |v: f64| format!("{v:.1}");
     let s2 = |v: f64| format!("{v:.2}");
     let n0 = |v: f64| format!("{v:.0}");
-    for &(size, _) in &wasmop.converge_s {
+    for &(size, _) in &ours[0].converge_s {
         line(
             &format!("converged at {size}, s from the apply's start"),
             &|r| r.secs_at(size),
@@ -540,6 +623,17 @@ pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
     line("control plane CPU s", &|r| r.control_cpu_s, &s1);
     line("peak RSS MiB", &|r| r.peak_mib, &n0);
     line("RSS at rest MiB", &|r| r.rest_mib, &n0);
+    let per = objects as f64;
+    line(
+        "operator CPU per PodReplica, ms",
+        &|r| r.cpu_s * 1000.0 / per,
+        &s2,
+    );
+    line(
+        "peak RSS per PodReplica, KiB",
+        &|r| r.peak_mib * 1024.0 / per,
+        &s1,
+    );
     line("start → ready s", &|r| r.ready_s, &s2);
     line("RSS at ready MiB", &|r| r.ready_mib, &n0);
     line(
