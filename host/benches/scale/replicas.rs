@@ -34,17 +34,8 @@ pub async fn sharded(n: usize, replicas: usize) -> Sharded {
     let tracker = Tracker::start(client.clone());
     let hosts: Vec<Host> = (0..replicas)
         .map(|i| {
-            let id = format!("replica-{i}");
-            let args = [
-                "--leader-election",
-                "--sharding",
-                "--lease-seconds",
-                "5",
-                "--lease-namespace",
-                "default",
-                "--identity",
-                &id,
-            ];
+            let args = crate::versus::replica_args(i);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             Host::start(&cluster, &["podreplica.wasm"], &args, &[])
         })
         .collect();
