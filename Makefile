@@ -165,7 +165,7 @@ test-unit: host plugins
 ## test when they end. Alone, one after another: the tests at size (thousands of objects keep
 ## both cores busy) and the ones that compile a plugin as its author would (cold, minutes of
 ## compiling). A failed test stops neither group.
-E2E_ALONE := shards:: size:: restart:: hotswap:: dev:: scaffold:: tutorial::
+E2E_ALONE := shards:: size:: progress:: restart:: hotswap:: dev:: scaffold:: tutorial::
 E2E_TEST := cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e --
 e2e: host plugins polyglot cluster tools otel
 	status=0; \

@@ -89,19 +89,13 @@ pub struct RunArgs {
     /// runs (trailing-edge debounce; 0 runs at once).
     #[arg(long, env = "WASMOP_DEBOUNCE_MS", default_value_t = 0)]
     pub debounce_ms: u64,
-    /// Least milliseconds between two status writes of one object by plans that write
-    /// nothing else: a status-only decision sooner than that is made again when the
-    /// interval ends, and written then (0: no interval). Plans that create, apply, delete
-    /// or send Events are never held back.
-    #[arg(long, env = "WASMOP_STATUS_INTERVAL_MS", default_value_t = 1000)]
-    pub status_interval_ms: u64,
-    /// Milliseconds a status-only plan of an object in motion (its status written in the
-    /// last 30 s) waits from the first decision that wants its new status, so that the
-    /// changes arriving together (sibling pods turning Running) make one status write
-    /// instead of one each; an object at rest gets its new status at once (0: always at
-    /// once).
-    #[arg(long, env = "WASMOP_STATUS_SETTLE_MS", default_value_t = 500)]
-    pub status_settle_ms: u64,
+    /// Most milliseconds a primary waits while the objects it controls are on their way
+    /// (pods created together turning Running, pods it deleted going away): a change that
+    /// is only their progress does not decide it again until the last of them is at rest
+    /// (Ready, finished or gone), or this long after the first change held (0: every
+    /// change decides at once). Any other change decides it at once.
+    #[arg(long, env = "WASMOP_PROGRESS_HOLD_MS", default_value_t = 1000)]
+    pub progress_hold_ms: u64,
     /// Largest number of actions in one plan.
     #[arg(long, env = "WASMOP_MAX_ACTIONS", default_value_t = 500)]
     pub max_actions: usize,

@@ -190,8 +190,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         concurrency: args.concurrency,
         debounce: Duration::from_millis(args.debounce_ms),
-        status_interval: Duration::from_millis(args.status_interval_ms),
-        status_settle: Duration::from_millis(args.status_settle_ms),
+        progress_hold: Duration::from_millis(args.progress_hold_ms),
         fence: elections.work_fence.clone(),
         caches: crate::cache::shared::SharedCaches::new(
             work_client.clone(),

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, Weak};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::reflector::{Store, store::Writer};
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
@@ -36,8 +36,9 @@ use crate::observe::Fields;
 use crate::runtime::Relation;
 use crate::telemetry::metrics::{CacheLabels, Metrics};
 
-/// A callback shown every event of a [`KindCache`], after the cache and its index.
-pub type OnEvent = Box<dyn FnMut(&watcher::Event<DynamicObject>) + Send>;
+/// A callback shown every event of a [`KindCache`], after the cache and its index, with the
+/// object as the cache held it before an `Apply` or a `Delete` (`None`: it did not).
+pub type OnEvent = Box<dyn FnMut(&watcher::Event<DynamicObject>, Option<&DynamicObject>) + Send>;
 
 #[derive(Default)]
 struct Subscribers {
@@ -187,6 +188,7 @@ impl KindCache {
         // restart, a swap or a relist holds every write acknowledged before it, also the last
         // writes of the process or controller it replaces, which no expectation remembers.
         let ar = resource.clone();
+        let held_as = resource.clone();
         let watch = move |fields: Fields| {
             let ar = ar.clone();
             watcher(api.clone(), config.clone())
@@ -217,6 +219,12 @@ impl KindCache {
                 };
                 match event {
                     Ok(e) => {
+                        let before = match &e {
+                            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                                reader.get(&ObjectRef::from_obj_with(o, held_as.clone()))
+                            }
+                            _ => None,
+                        };
                         writer.apply_watcher_event(&e);
                         gauges
                             .cached_objects
@@ -224,7 +232,7 @@ impl KindCache {
                             .set(reader.len() as i64);
                         index.apply(&e);
                         for (_, on_event) in lock(&subs).list.iter_mut() {
-                            on_event(&e);
+                            on_event(&e, before.as_deref());
                         }
                         if matches!(e, watcher::Event::InitDone) {
                             listed_tx.send_replace(Some(fields.clone()));

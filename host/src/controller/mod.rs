@@ -17,6 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::cache::shared::{KindCache, SharedCaches};
 use crate::expect::Expectations;
+use crate::expect::progress::{self, Change, Hold, Holds};
 use crate::k8s::kinds::{api_for, api_resource};
 use crate::observe::{Fields, selector_of};
 use crate::plan::Checker;
@@ -53,10 +54,9 @@ pub struct ControllerDeps {
     pub concurrency: u16,
     /// Trailing-edge debounce of reconcile requests per object.
     pub debounce: Duration,
-    /// Least time between two status writes of one object ([`crate::reconcile::pacer`]).
-    pub status_interval: Duration,
-    /// How long a new status waits before it is written ([`crate::reconcile::pacer`]).
-    pub status_settle: Duration,
+    /// Most time a primary waits for the objects it controls to come to rest
+    /// ([`crate::expect::progress`]; zero: never).
+    pub progress_hold: Duration,
     /// Open while this replica leads (always, without leader election).
     pub fence: Arc<crate::k8s::fence::Fence>,
     /// One watch and cache per related kind, shared by the plugins.
@@ -180,6 +180,102 @@ impl Route {
     }
 }
 
+/// What an owned relation's subscriber needs to hold primaries back while their objects
+/// progress ([`crate::expect::progress`]).
+struct Holding {
+    holds: Arc<Holds>,
+    expectations: Arc<Expectations>,
+    kind: crate::runtime::KindRef,
+    resource: ApiResource,
+    store: reflector::Store<DynamicObject>,
+    owners: Arc<crate::cache::owners::OwnerIndex>,
+    trigger: futures::channel::mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    /// Counted when a hold runs out.
+    expired: prometheus_client::metrics::counter::Counter,
+}
+
+impl Holding {
+    /// What the event is to the primaries: asked before the expectations see it (whether it
+    /// is the echo of the host's own write is known only until then).
+    fn change_of(
+        &self,
+        e: &watcher::Event<DynamicObject>,
+        before: Option<&DynamicObject>,
+    ) -> Change {
+        let own = match e {
+            watcher::Event::Apply(o) => self.expectations.settled_by(
+                &own_writes::key_of(&self.kind, o),
+                crate::expect::Seen::Present(o),
+            ),
+            watcher::Event::Delete(o) => self.expectations.settled_by(
+                &own_writes::key_of(&self.kind, o),
+                crate::expect::Seen::Gone,
+            ),
+            _ => false,
+        };
+        progress::change_of(e, before, own)
+    }
+
+    /// Whether the change of one of `p`'s objects waits: progress while some object `p`
+    /// controls is still in progress. A new hold ends by itself after the limit; news ends
+    /// any hold and none begins until the decision it asks for.
+    fn held(&self, p: &ObjectRef<DynamicObject>, key: &str, change: Change) -> bool {
+        let Some(uid) = p.extra.uid.as_deref() else {
+            return false;
+        };
+        let news = match change {
+            Change::News => true,
+            Change::Unmatched => !self.expectations.carries_out(uid),
+            Change::Progress => false,
+        };
+        tracing::debug!(primary = key, ?change, news, "a related change");
+        if news {
+            self.holds.owe(key);
+            return false;
+        }
+        if !self.busy(uid) {
+            // The last of them came to rest: a decision is owed now (also if the primary
+            // still waits for its own writes: the echo that settles them queues it).
+            self.holds.owe(key);
+            return false;
+        }
+        match self.holds.hold(key) {
+            Hold::Refused => false,
+            Hold::Already => true,
+            Hold::Started(hold) => {
+                let (holds, key, trigger, p) = (
+                    self.holds.clone(),
+                    key.to_string(),
+                    self.trigger.clone(),
+                    p.clone(),
+                );
+                let (limit, expired) = (holds.limit(), self.expired.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(limit).await;
+                    if holds.expire(&key, hold) {
+                        tracing::debug!(primary = key, ?limit, "the wait for its objects ran out");
+                        expired.inc();
+                        let _ = trigger.unbounded_send(p);
+                    }
+                });
+                true
+            }
+        }
+    }
+
+    /// Whether objects of this relation that the primary `uid` controls are still on their
+    /// way: one in progress as cached now, or more coming (a plan being carried out, or
+    /// written objects not yet in the cache). What comes to rest while a plan is carried
+    /// out is looked at when it ends ([`crate::reconcile`]'s `came_to_rest`).
+    fn busy(&self, uid: &str) -> bool {
+        self.expectations.carries_out(uid)
+            || self
+                .expectations
+                .awaits_kind(uid, &self.kind.group, &self.kind.kind)
+            || progress::any_in_progress(&self.owners, &self.store, &self.resource, uid)
+    }
+}
+
 /// What the primary cache's events tell about objects that leave it (deleted, or no longer
 /// labelled for this shard): what they waited for, whether they were taken over and their
 /// backoff are forgotten. A relist forgets who was taken over (an object may have left and
@@ -214,6 +310,7 @@ fn departures(
 fn primary_news(
     expectations: Arc<Expectations>,
     triggers: Arc<crate::expect::triggers::Triggers>,
+    holds: Arc<Holds>,
     kind: crate::runtime::KindRef,
 ) -> impl FnMut(&watcher::Event<DynamicObject>) -> futures::future::Ready<bool> {
     move |event| {
@@ -225,7 +322,15 @@ fn primary_news(
                     o.metadata.namespace.as_deref(),
                     o.metadata.name.as_deref().unwrap_or_default(),
                 );
-                !echo || (!expectations.waits(uid) && triggers.asks(&key))
+                let news = if echo {
+                    !expectations.waits(uid) && triggers.asks(&key) && !holds.holds(&key)
+                } else {
+                    // Maybe the echo of a write of the plan being carried out, seen before
+                    // its answer: the plan's end tells.
+                    !expectations.raced(uid, o.metadata.resource_version.as_deref())
+                };
+                tracing::debug!(primary = key, echo, news, "a primary change");
+                news
             }
             _ => true,
         };
@@ -276,6 +381,7 @@ pub async fn run_controller(
     let sighted = Arc::new(crate::reconcile::handover::Sighted::default());
     let backoff = Arc::new(Backoff::default());
     let triggers = Arc::new(crate::expect::triggers::Triggers::default());
+    let holds = Arc::new(Holds::new(deps.progress_hold));
     let writer = reflector::store::Writer::new(primary_ar.clone());
     let primary_store = writer.as_reader();
     let primaries = reflector::reflector(writer, watcher(primary_api, primary_watch))
@@ -287,6 +393,7 @@ pub async fn run_controller(
         .try_filter(primary_news(
             expectations.clone(),
             triggers.clone(),
+            holds.clone(),
             info.primary.clone(),
         ))
         .applied_objects();
@@ -314,12 +421,32 @@ pub async fn run_controller(
         };
         let asked = triggers.clone();
         let waiting = expectations.clone();
+        let holding = (relation.selection == crate::runtime::Selection::Owned
+            && !holds.limit().is_zero())
+        .then(|| Holding {
+            holds: holds.clone(),
+            expectations: expectations.clone(),
+            kind: relation.kind.clone(),
+            resource: cache.resource.clone(),
+            store: cache.store.clone(),
+            owners: cache.owners.clone(),
+            trigger: trigger.clone(),
+            expired: deps
+                .metrics
+                .progress_holds_expired
+                .get_or_create(&crate::telemetry::metrics::PluginOnlyLabels {
+                    plugin: info.name.clone(),
+                })
+                .clone(),
+        });
         // After the cache and the index took the event in: expectations first, then the
         // primaries it concerns are queued (their decision reads what the tap settled), each
         // with the time it was asked for before it is queued. A primary that still waits
         // for writes of its own is not queued: the event that settles its last expectation
-        // queues it, and that decision reads every change the waiting one missed.
-        subscriptions.push(cache.subscribe(Box::new(move |e| {
+        // queues it, and that decision reads every change the waiting one missed. Progress of
+        // an owned object waits for its siblings ([`crate::expect::progress`]).
+        subscriptions.push(cache.subscribe(Box::new(move |e, before| {
+            let change = holding.as_ref().map(|h| h.change_of(e, before));
             tap(e);
             // The initial list (and a relist) is no change of the object: not timed.
             let changed = matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_));
@@ -331,7 +458,12 @@ pub async fn run_controller(
                 for p in route.primaries_of(o) {
                     if changed {
                         let key = crate::expect::triggers::key_of(p.namespace.as_deref(), &p.name);
-                        asked.asked(key, now);
+                        asked.asked(key.clone(), now);
+                        if let (Some(h), Some(change)) = (&holding, change)
+                            && h.held(&p, &key, change)
+                        {
+                            continue;
+                        }
                         if p.extra.uid.as_deref().is_some_and(|uid| waiting.waits(uid)) {
                             continue;
                         }
@@ -378,11 +510,8 @@ pub async fn run_controller(
         fence: deps.fence.clone(),
         cases: deps.cases.clone(),
         shard: deps.shard.clone(),
-        status_pacer: crate::reconcile::pacer::StatusPacer::new(
-            deps.status_interval,
-            deps.status_settle,
-        ),
         triggers,
+        holds,
         sighted,
     });
 
@@ -481,7 +610,13 @@ mod tests {
     fn the_echo_of_an_own_write_is_no_news_unless_a_decision_is_owed() {
         let expectations = Arc::new(Expectations::new(Duration::from_secs(60)));
         let triggers = Arc::new(Triggers::default());
-        let mut filter = primary_news(expectations.clone(), triggers.clone(), kind());
+        let holds = Arc::new(Holds::new(Duration::from_secs(1)));
+        let mut filter = primary_news(
+            expectations.clone(),
+            triggers.clone(),
+            holds.clone(),
+            kind(),
+        );
         // Someone else's change: news.
         assert!(news(&mut filter, watcher::Event::Apply(primary("5"))));
         // The host wrote the status (rv 6): its echo is not.
@@ -512,5 +647,14 @@ mod tests {
             ),
         );
         assert!(news(&mut filter, watcher::Event::Apply(primary("9"))));
+
+        // What asked is only the progress of its pods, held back for their siblings: the
+        // echo waits with it; once news asks too, the echo owes the decision.
+        expectations.expect("u", key("p"), written("10"), || None);
+        assert!(matches!(holds.hold("d/p"), Hold::Started(_)));
+        assert!(!news(&mut filter, watcher::Event::Apply(primary("10"))));
+        holds.owe("d/p");
+        expectations.expect("u", key("p"), written("11"), || None);
+        assert!(news(&mut filter, watcher::Event::Apply(primary("11"))));
     }
 }

@@ -19,6 +19,7 @@
 //! - resourceVersions are compared as numbers when both are numbers (what the API server
 //!   uses); otherwise any event of the object after the write counts.
 
+pub mod progress;
 pub mod triggers;
 
 use std::collections::{HashMap, HashSet};
@@ -97,6 +98,8 @@ struct State {
     /// When expired entries of primaries nobody asks about any more (deleted ones) are
     /// next swept away.
     next_sweep: Option<Instant>,
+    /// Primaries whose plan is being carried out.
+    carrying_out: HashMap<String, Carrying>,
 }
 
 impl State {
@@ -134,6 +137,59 @@ impl State {
 pub struct Expectations {
     ttl: Duration,
     state: Mutex<State>,
+}
+
+/// The plans of one primary being carried out.
+#[derive(Debug, Default)]
+struct Carrying {
+    /// How many (a canary's and a retry's may overlap).
+    plans: usize,
+    /// resourceVersions of the primary's own events that came meanwhile, not (yet) known
+    /// as the echo of one of its writes.
+    raced: Vec<String>,
+}
+
+/// A plan being carried out ([`Expectations::carrying_out`]), until dropped.
+pub struct CarryingOut {
+    expectations: std::sync::Arc<Expectations>,
+    primary: String,
+    ended: bool,
+}
+
+impl CarryingOut {
+    /// The plan is carried out: whether an event of the primary came meanwhile that was not
+    /// the echo of one of its writes (someone else changed it: decide again).
+    pub fn finish(mut self) -> bool {
+        self.end()
+    }
+
+    fn end(&mut self) -> bool {
+        if std::mem::replace(&mut self.ended, true) {
+            return false;
+        }
+        let mut state = self
+            .expectations
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some(c) = state.carrying_out.get_mut(&self.primary) else {
+            return false;
+        };
+        let raced = !c.raced.is_empty();
+        c.raced.clear();
+        c.plans -= 1;
+        if c.plans == 0 {
+            state.carrying_out.remove(&self.primary);
+        }
+        raced
+    }
+}
+
+impl Drop for CarryingOut {
+    fn drop(&mut self) {
+        // Unless `finish` ended it: the plan failed half-way (its error retries it).
+        self.end();
+    }
 }
 
 fn newer_or_same(seen: Option<&str>, expected: &str) -> bool {
@@ -277,6 +333,18 @@ impl Expectations {
         Pending::Expired { outstanding }
     }
 
+    /// Whether `primary` still waits to see a write of its own on an object of `group`,
+    /// `kind` (a pod it created, not yet in the pod cache, say).
+    pub fn awaits_kind(&self, primary: &str, group: &str, kind: &str) -> bool {
+        let state = self.state.lock().expect("expectations lock");
+        state.by_primary.get(primary).is_some_and(|w| {
+            Instant::now() < w.deadline
+                && w.items
+                    .iter()
+                    .any(|(key, _)| key.group == group && key.kind == kind)
+        })
+    }
+
     /// Whether `primary` still waits for writes of its own that the watch has not shown
     /// (and that have not expired). Changes a waiting primary's caches see do not trigger
     /// it: the event that settles its last expectation does, and its decision reads all of
@@ -312,6 +380,76 @@ impl Expectations {
         };
         self.observe(object, Seen::Present(obj));
         echo
+    }
+
+    /// Whether `seen` settles an outstanding expectation of `object`: the event is the echo
+    /// of the host's own write or delete. Settles nothing (see [`Expectations::observe`]).
+    pub fn settled_by(&self, object: &ObjectKey, seen: Seen<'_>) -> bool {
+        let state = self.state.lock().expect("expectations lock");
+        state.by_object.get(object).is_some_and(|primaries| {
+            primaries.iter().any(|p| {
+                state.by_primary.get(p).is_some_and(|w| {
+                    w.items
+                        .iter()
+                        .any(|(key, e)| key == object && satisfied(e, seen))
+                })
+            })
+        })
+    }
+
+    /// Marks `primary`'s plan as being carried out until the returned guard drops or
+    /// finishes. An object of the primary that appears meanwhile is taken for one of its
+    /// writes, and an event of the primary itself waits to be matched with the plan's own
+    /// write of it ([`Expectations::raced`]): the watch may show a write before its answer
+    /// is recorded as an expectation.
+    pub fn carrying_out(self: &std::sync::Arc<Self>, primary: &str) -> CarryingOut {
+        self.state
+            .lock()
+            .expect("expectations lock")
+            .carrying_out
+            .entry(primary.to_string())
+            .or_default()
+            .plans += 1;
+        CarryingOut {
+            expectations: self.clone(),
+            primary: primary.to_string(),
+            ended: false,
+        }
+    }
+
+    /// Whether a plan of `primary` is being carried out now.
+    pub fn carries_out(&self, primary: &str) -> bool {
+        self.state
+            .lock()
+            .expect("expectations lock")
+            .carrying_out
+            .contains_key(primary)
+    }
+
+    /// An event of `primary` itself at `resource_version` that no expectation awaited: if
+    /// a plan of its is being carried out, it is noted (and `true` returned): the plan's
+    /// own write of the primary, answered after the watch showed it, settles it
+    /// ([`Expectations::wrote_primary`]); one left unsettled when the plan finishes asks
+    /// for another decision ([`CarryingOut::finish`]).
+    pub fn raced(&self, primary: &str, resource_version: Option<&str>) -> bool {
+        let mut state = self.state.lock().expect("expectations lock");
+        match state.carrying_out.get_mut(primary) {
+            Some(c) => {
+                c.raced
+                    .push(resource_version.unwrap_or_default().to_string());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The plan of `primary` wrote it, at `resource_version`: an event of it that raced
+    /// ahead at that version was its echo.
+    pub fn wrote_primary(&self, primary: &str, resource_version: &str) {
+        let mut state = self.state.lock().expect("expectations lock");
+        if let Some(c) = state.carrying_out.get_mut(primary) {
+            c.raced.retain(|rv| rv != resource_version);
+        }
     }
 
     /// Forgets everything `primary` waits for (it is gone).

@@ -98,11 +98,12 @@ pub struct Context {
     pub shard: Option<String>,
     /// Sharded: the primaries this shard has taken over ([`crate::reconcile::handover::Sighted`]).
     pub sighted: Arc<crate::reconcile::handover::Sighted>,
-    /// Holds back status-only writes that come too soon after the last one.
-    pub status_pacer: crate::reconcile::pacer::StatusPacer,
     /// When a related change first asked for each primary's next decision (the start of
     /// `wasmop_event_to_action_seconds`).
     pub triggers: Arc<crate::expect::triggers::Triggers>,
+    /// Primaries held back while the objects they control progress; a decision that
+    /// begins answers the hold.
+    pub holds: Arc<crate::expect::progress::Holds>,
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ pub mod finalize;
 pub mod handover;
 pub mod observed;
 pub mod own_writes;
-pub mod pacer;
 pub(crate) mod series;
 
 use std::sync::Arc;
@@ -297,6 +296,8 @@ async fn reconcile_with(
     };
     // The changes that asked for a decision until now are answered by this one.
     let asked = ctx.triggers.take(key);
+    ctx.holds.answered(key);
+    tracing::debug!(asked_ms = ?asked.map(|a| a.elapsed().as_millis()), "deciding");
     let (observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
     let plan = match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
         Decided::Plan(plan) => plan,
@@ -317,11 +318,6 @@ async fn reconcile_with(
             .collect();
         crate::shards::scope::label_steps(&mut steps, shard, &pref.uid, &owned);
     }
-    if entry == Entry::Reconcile
-        && let Some(wait) = status_held(ctx, obj, &pref, &steps, &plan)
-    {
-        return Ok(Action::requeue(wait));
-    }
     let verdict = match execute_plan(ctx, plugin, (obj, &pref), &steps, &plan, asked).await {
         Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
             Err(Violation::new("api-server", s.message))
@@ -329,9 +325,12 @@ async fn reconcile_with(
         Err(Failure::Rejected(v)) => Err(v),
         other => Ok(other),
     };
-    match verdict {
+    let changed_meanwhile = match verdict {
         Ok(done) => done?,
         Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
+    };
+    if changed_meanwhile || came_to_rest(ctx, key, &pref.uid) {
+        return Ok(Action::requeue(Duration::ZERO));
     }
 
     if entry == Entry::Cleanup && plan.actions.is_empty() {
@@ -343,6 +342,29 @@ async fn reconcile_with(
         None if entry == Entry::Cleanup => Action::requeue(Duration::from_secs(1)),
         None => Action::await_change(),
     })
+}
+
+/// Whether the primary, held back while its plan was carried out, has nothing in progress
+/// any more (what it created came to rest before the plan ended): then the decision the
+/// last of them asks for is owed now ([`crate::expect::progress`]).
+fn came_to_rest(ctx: &Context, key: &str, uid: &str) -> bool {
+    if !ctx.holds.holds(key) {
+        return false;
+    }
+    let busy = ctx
+        .related
+        .iter()
+        .filter(|c| c.relation.selection == crate::runtime::Selection::Owned)
+        .any(|c| {
+            ctx.expectations
+                .awaits_kind(uid, &c.relation.kind.group, &c.relation.kind.kind)
+                || crate::expect::progress::any_in_progress(&c.owners, &c.store, &c.resource, uid)
+        });
+    if busy {
+        return false;
+    }
+    ctx.holds.owe(key);
+    true
 }
 
 /// A plan the guard (or, for `api-server`, the API server) refused: metric, Warning
@@ -369,7 +391,9 @@ async fn refused(
 }
 
 /// Carries out the checked steps, then the status and the Events. Every write that
-/// succeeded is expected in the caches, also when a later one fails. `asked`: when a
+/// succeeded is expected in the caches, also when a later one fails. `true`: the primary
+/// changed meanwhile, and not by this plan's own write ([`crate::expect::Expectations::raced`]): decide
+/// again. `asked`: when a
 /// related change first asked for this decision; its first object write ends that wait
 /// (`wasmop_event_to_action_seconds`).
 async fn execute_plan(
@@ -379,7 +403,7 @@ async fn execute_plan(
     steps: &[Step],
     plan: &Plan,
     asked: Option<Instant>,
-) -> Result<(), Failure> {
+) -> Result<bool, Failure> {
     let info = &plugin.info;
     if ctx.checker.checks_adoption()
         && let Err(v) = execute::check_adoption(&ctx.writer, info, pref, steps).await?
@@ -395,6 +419,7 @@ async fn execute_plan(
             ))
             .observe(at.elapsed().as_secs_f64());
     }
+    let carrying_out = ctx.expectations.carrying_out(&pref.uid);
     execute::run_steps(&ctx.writer, &info.name, steps, &mut |written| {
         own_writes::record(ctx, &pref.uid, written)
     })
@@ -407,62 +432,11 @@ async fn execute_plan(
             execute::write_status(&ctx.writer, &info.name, &info.primary, pref, before, status)
                 .await?;
         own_writes::record_primary(ctx, &pref.uid, &info.primary, &stored);
-        ctx.status_pacer.wrote(&pref.uid);
     }
     for ev in &plan.events {
         publish(ctx, obj, ev.event_type, &ev.reason, ev.message.clone());
     }
-    Ok(())
-}
-
-/// How long to hold back a plan that would write only the status ([`crate::reconcile::pacer`]);
-/// `None`: carry it out now. A plan that writes objects or Events is never held, status
-/// included: a plugin's status may be its memory of what it did (ChaosPod's kill count), so
-/// it goes with the writes it describes.
-fn status_held(
-    ctx: &Context,
-    obj: &DynamicObject,
-    pref: &PrimaryRef,
-    steps: &[Step],
-    plan: &Plan,
-) -> Option<Duration> {
-    let new_status = plan.status.as_ref().is_some_and(|s| !same_status(obj, s));
-    if !new_status {
-        ctx.status_pacer.satisfied(&pref.uid);
-        return None;
-    }
-    if !steps.is_empty() || !plan.events.is_empty() {
-        return None;
-    }
-    // A condition turning True, False or Unknown (Ready once the last pod runs) is the news
-    // a status exists for: written at once. What only counts along the way (1/3 ready, 2/3)
-    // is paced.
-    if let Some(status) = &plan.status
-        && conditions_turn(obj.data.get("status"), status)
-    {
-        return None;
-    }
-    let wait = ctx.status_pacer.hold(&pref.uid)?;
-    tracing::debug!(?wait, "status-only plan held back");
-    Some(wait)
-}
-
-/// Whether `status` gives some condition (by `type`) another `status` than `before` has, or
-/// has a condition `before` lacks, or lacks one `before` has.
-fn conditions_turn(before: Option<&Value>, status: &Value) -> bool {
-    fn states(status: Option<&Value>) -> std::collections::BTreeMap<String, String> {
-        status
-            .and_then(|s| s.get("conditions"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
-                (text("type").to_string(), text("status").to_string())
-            })
-            .collect()
-    }
-    states(before) != states(Some(status))
+    Ok(carrying_out.finish())
 }
 
 /// Whether the primary as cached already has exactly `status`.
@@ -490,33 +464,6 @@ mod tests {
             v["status"] = s;
         }
         serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn a_condition_that_turns_is_news_a_count_along_the_way_is_not() {
-        let ready = |status: &str, msg: &str| {
-            json!({"readyReplicas": 1, "conditions": [
-                {"type": "Ready", "status": status, "message": msg, "reason": "r"}]})
-        };
-        let before = ready("False", "1/3 pods ready");
-        // Only the message and the counts change: paced.
-        assert!(!conditions_turn(
-            Some(&before),
-            &ready("False", "2/3 pods ready")
-        ));
-        // Ready turns True: written at once.
-        assert!(conditions_turn(
-            Some(&before),
-            &ready("True", "3/3 pods ready")
-        ));
-        // A first status with a condition, a condition gone, one added.
-        assert!(conditions_turn(None, &before));
-        assert!(conditions_turn(Some(&before), &json!({"readyReplicas": 1})));
-        let more = json!({"conditions": [{"type": "Ready", "status": "False"},
-            {"type": "Degraded", "status": "True"}]});
-        assert!(conditions_turn(Some(&before), &more));
-        // No conditions on either side: nothing turns.
-        assert!(!conditions_turn(Some(&json!({"a": 1})), &json!({"a": 2})));
     }
 
     #[test]

@@ -113,6 +113,7 @@ pub fn record_primary(ctx: &Context, primary_uid: &str, kind: &KindRef, stored: 
     let Some(rv) = stored.metadata.resource_version.clone() else {
         return;
     };
+    ctx.expectations.wrote_primary(primary_uid, &rv);
     let key = key_of(kind, stored);
     let oref = object_ref(&ctx.primary, key.namespace.as_deref(), &key.name);
     ctx.expectations.expect(

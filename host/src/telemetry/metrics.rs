@@ -14,7 +14,7 @@
 //! `wasmop_leader`, `wasmop_api_requests_total`, `wasmop_cached_objects`,
 //! `wasmop_cache_subscribers`, `wasmop_rollout_decisions_total`, `wasmop_shard_member`,
 //! `wasmop_shard_objects`, `wasmop_shard_ring_members`, `wasmop_shard_moves_total`,
-//! `wasmop_source_refusals_total`.
+//! `wasmop_source_refusals_total`, `wasmop_progress_holds_expired_total`.
 
 use std::fmt;
 
@@ -190,6 +190,9 @@ pub struct Metrics {
     pub rejected_plans: Family<RejectLabels, Counter>,
     /// Reconciles waiting or in flight, per plugin.
     pub queue_depth: Family<PluginOnlyLabels, Gauge>,
+    /// Primaries decided because their wait for the objects they control ran out
+    /// (`--progress-hold-ms`) rather than because the last of them came to rest, per plugin.
+    pub progress_holds_expired: Family<PluginOnlyLabels, Counter>,
     /// Plugin versions loaded, per plugin and outcome.
     pub plugin_loads: Family<LoadLabels, Counter>,
     /// 1 while this replica holds the leader lease, 0 otherwise.
@@ -290,6 +293,7 @@ impl Metrics {
         let sandbox_traps = Family::<PluginLabels, Counter>::default();
         let rejected_plans = Family::<RejectLabels, Counter>::default();
         let queue_depth = Family::<PluginOnlyLabels, Gauge>::default();
+        let progress_holds_expired = Family::<PluginOnlyLabels, Counter>::default();
         let plugin_loads = Family::<LoadLabels, Counter>::default();
         let leader = Gauge::default();
         let api_requests = Family::<VerbLabels, Counter>::default();
@@ -341,6 +345,11 @@ impl Metrics {
             "queue_depth",
             "Reconciles waiting or in flight",
             queue_depth.clone(),
+        );
+        registry.register(
+            "progress_holds_expired",
+            "Primaries decided because their wait for the objects they control ran out",
+            progress_holds_expired.clone(),
         );
         registry.register(
             "plugin_loads",
@@ -441,6 +450,7 @@ impl Metrics {
             sandbox_traps,
             rejected_plans,
             queue_depth,
+            progress_holds_expired,
             plugin_loads,
             leader,
             api_requests,

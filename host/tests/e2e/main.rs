@@ -21,6 +21,7 @@ mod oci;
 mod podreplica;
 mod polyglot;
 mod principals;
+mod progress;
 mod restart;
 mod rollout;
 mod scaffold;

@@ -1,0 +1,398 @@
+//! Owned objects in progress, and the primaries whose decision waits for the last of them.
+//!
+//! A primary that creates three pods sees each of them change several times on its way to
+//! Running (created, scheduled, started, ready); decided on each change, it makes one
+//! decision per step per pod, and every one of them but the last only counts along the way
+//! (1/3 ready, 2/3). So a change that is only *progress* of an owned object (the echo of the
+//! host's own create or delete, a status step of an object not yet ready, the removal of an
+//! object already terminating) does not queue its primary while another object the primary
+//! controls is still in progress: the change that brings the last of them to rest queues
+//! it at once, so the status saying "all ready" is written within milliseconds of the pod
+//! that made it true. A primary is held at most [`Holds`]' limit from the first change held
+//! (a pod that never gets ready does not hide its siblings' progress for longer), and a
+//! decision that starts for any other reason answers what was held.
+//!
+//! Anything else is news and queues the primary at once: an object that appears without
+//! the host having created it, a change of labels or owners, an object that starts
+//! terminating without the host having deleted it, an object at rest that changes (a Ready
+//! pod turning unready), a deletion nobody announced.
+//!
+//! *In progress* ([`in_progress`]) is read from what the relation's cache keeps of the
+//! object, the way kstatus and `kubectl wait` read it: terminating; or with a `Ready`
+//! condition that is not `True` (and a phase that is not `Succeeded` or `Failed`); or, with
+//! no `Ready` condition, in phase `Pending`. An object whose relation declares neither
+//! `status.phase` nor `status.conditions` is never in progress: nothing is held for it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kube::api::DynamicObject;
+use serde::Deserialize;
+
+use crate::cache::guest_view::guest_json;
+
+#[derive(Deserialize)]
+struct View {
+    status: Option<Status>,
+}
+
+#[derive(Deserialize)]
+struct Status {
+    phase: Option<String>,
+    conditions: Option<Vec<Condition>>,
+}
+
+#[derive(Deserialize)]
+struct Condition {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    status: Option<String>,
+}
+
+/// Whether a cached (packed) object is still starting or stopping (see the module docs).
+pub fn in_progress(o: &DynamicObject) -> bool {
+    if o.metadata.deletion_timestamp.is_some() {
+        return true;
+    }
+    let Some(status) = guest_json(o)
+        .and_then(|text| serde_json::from_str::<View>(text).ok())
+        .and_then(|v| v.status)
+    else {
+        return false;
+    };
+    let phase = status.phase.as_deref();
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return false;
+    }
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.kind.as_deref() == Some("Ready"));
+    match ready {
+        Some(c) => c.status.as_deref() != Some("True"),
+        None => phase == Some("Pending"),
+    }
+}
+
+/// Whether an object that `owner_uid` controls is in progress, as `store` holds it now
+/// (`owners` the index of that cache, `resource` its kind).
+pub fn any_in_progress(
+    owners: &crate::cache::owners::OwnerIndex,
+    store: &kube::runtime::reflector::Store<DynamicObject>,
+    resource: &kube::api::ApiResource,
+    owner_uid: &str,
+) -> bool {
+    owners
+        .controlled_by(owner_uid)
+        .into_iter()
+        .any(|(ns, name)| {
+            let mut r = kube::runtime::reflector::ObjectRef::new_with(&name, resource.clone());
+            if let Some(ns) = ns {
+                r = r.within(&ns);
+            }
+            store.get(&r).is_some_and(|o| in_progress(&o))
+        })
+}
+
+/// What one watch event of an owned object is to the primaries that control it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Progress of an object on its way to rest: may wait for its siblings.
+    Progress,
+    /// An object that appears, or begins to terminate, and no expectation awaited it:
+    /// progress if its primary's plan is being carried out (the echo of a create or a
+    /// delete that came before the request's answer was recorded), news otherwise.
+    Unmatched,
+    /// Anything else: the primary is queued at once.
+    News,
+}
+
+/// Sorts an event of an owned object: `before` is the object as the cache held it before
+/// the event (`None`: not held), `own` whether the host's expectations were waiting for
+/// this very event (the echo of its own create, write or delete).
+pub fn change_of(
+    event: &kube::runtime::watcher::Event<DynamicObject>,
+    before: Option<&DynamicObject>,
+    own: bool,
+) -> Change {
+    use kube::runtime::watcher::Event;
+    let progress = match event {
+        Event::Apply(_) if before.is_none() && !own => return Change::Unmatched,
+        Event::Apply(o)
+            if !own
+                && o.metadata.deletion_timestamp.is_some()
+                && before.is_some_and(|b| b.metadata.deletion_timestamp.is_none()) =>
+        {
+            return Change::Unmatched;
+        }
+        Event::Apply(o) => {
+            own || before.is_some_and(|b| in_progress(b) && same_standing(b, o) && !regressed(b, o))
+        }
+        // Gone after it was seen terminating.
+        Event::Delete(_) => before.is_some_and(|b| b.metadata.deletion_timestamp.is_some()),
+        _ => false,
+    };
+    if progress {
+        Change::Progress
+    } else {
+        Change::News
+    }
+}
+
+/// The same labels, owners and terminating state: only its status moved.
+fn same_standing(a: &DynamicObject, b: &DynamicObject) -> bool {
+    a.metadata.labels == b.metadata.labels
+        && a.metadata.owner_references == b.metadata.owner_references
+        && a.metadata.deletion_timestamp.is_some() == b.metadata.deletion_timestamp.is_some()
+}
+
+/// A running object that fell back (a `Ready` pod unready again is news, not progress;
+/// an object still on its way that stays on its way is progress).
+fn regressed(before: &DynamicObject, after: &DynamicObject) -> bool {
+    !in_progress(before) && in_progress(after)
+}
+
+/// The primaries held back, keyed `namespace/name`: each hold numbered (a timer ends only
+/// the hold it was started for), and the primaries owed a decision for news (none of them is
+/// held until that decision starts).
+#[derive(Debug)]
+pub struct Holds {
+    limit: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    Held(u64),
+    Owed,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    primaries: HashMap<String, Entry>,
+    next: u64,
+}
+
+/// What [`Holds::hold`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// A new hold: end it with [`Holds::expire`] after [`Holds::limit`].
+    Started(u64),
+    /// Held already (the first change held sets the deadline).
+    Already,
+    /// Not held: news asked for a decision not yet begun, or holding is off.
+    Refused,
+}
+
+impl Holds {
+    /// Holds of at most `limit` each (zero: nothing is held).
+    pub fn new(limit: Duration) -> Self {
+        Holds {
+            limit,
+            state: Mutex::default(),
+        }
+    }
+
+    /// How long a hold lasts at most; zero when holding is off.
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Holds `key` back, unless news is owed to it.
+    pub fn hold(&self, key: &str) -> Hold {
+        if self.limit.is_zero() {
+            return Hold::Refused;
+        }
+        let mut s = self.lock();
+        match s.primaries.get(key) {
+            Some(Entry::Held(_)) => Hold::Already,
+            Some(Entry::Owed) => Hold::Refused,
+            None => {
+                s.next += 1;
+                let hold = s.next;
+                s.primaries.insert(key.to_string(), Entry::Held(hold));
+                Hold::Started(hold)
+            }
+        }
+    }
+
+    /// A decision of `key` is owed (news asked for it, or what was held came to rest): it
+    /// is not held (any hold ends) until that decision begins ([`Holds::answered`]).
+    pub fn owe(&self, key: &str) {
+        if !self.limit.is_zero() {
+            self.lock().primaries.insert(key.to_string(), Entry::Owed);
+        }
+    }
+
+    /// Whether `key` is held back now.
+    pub fn holds(&self, key: &str) -> bool {
+        matches!(self.lock().primaries.get(key), Some(Entry::Held(_)))
+    }
+
+    /// A decision of `key` begins: it answers whatever was held or owed.
+    pub fn answered(&self, key: &str) {
+        self.lock().primaries.remove(key);
+    }
+
+    /// The limit of hold `hold` ran out: ends it if it is still the one in force; whether
+    /// the caller queues the primary now.
+    pub fn expire(&self, key: &str, hold: u64) -> bool {
+        let mut s = self.lock();
+        if s.primaries.get(key) == Some(&Entry::Held(hold)) {
+            s.primaries.remove(key);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Primaries held or owed now (what the tests look at).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().primaries.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ApiResource;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use crate::cache::guest_view::pack;
+    use crate::observe::Fields;
+
+    fn pod(status: serde_json::Value) -> DynamicObject {
+        let mut o: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "d", "labels": {"app": "x"}},
+            "spec": {"nodeName": "n"},
+            "status": status}))
+        .unwrap();
+        let pods = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+        let fields = Fields::declared(Some(&["status.phase".into(), "status.conditions".into()]));
+        pack(&mut o, &pods, &fields);
+        o
+    }
+
+    fn terminating(mut o: DynamicObject) -> DynamicObject {
+        o.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::now(),
+        ));
+        o
+    }
+
+    fn ready(s: &str) -> serde_json::Value {
+        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": s}]})
+    }
+
+    #[test]
+    fn in_progress_reads_ready_then_phase_then_terminating() {
+        assert!(in_progress(&pod(json!({"phase": "Pending"}))));
+        assert!(in_progress(&pod(ready("False"))));
+        assert!(!in_progress(&pod(ready("True"))));
+        // Finished pods are at rest, whatever Ready says.
+        assert!(!in_progress(&pod(json!({"phase": "Succeeded",
+            "conditions": [{"type": "Ready", "status": "False"}]}))));
+        // Running without a Ready condition (a kind without one): at rest.
+        assert!(!in_progress(&pod(json!({"phase": "Running"}))));
+        // No status kept at all: never held.
+        assert!(!in_progress(&pod(json!(null))));
+        let stopping = terminating(pod(ready("True")));
+        assert!(in_progress(&stopping));
+    }
+
+    #[test]
+    fn progress_is_own_echoes_steps_on_the_way_and_removal_after_terminating() {
+        let pending = pod(json!({"phase": "Pending"}));
+        let running = pod(ready("True"));
+        let unready = pod(ready("False"));
+        // The echo of the host's own create: progress, whatever it shows.
+        assert_eq!(
+            change_of(&Event::Apply(pending.clone()), None, true),
+            Change::Progress
+        );
+        // A new pod nobody awaited: news unless its primary is carrying out a plan.
+        assert_eq!(
+            change_of(&Event::Apply(pending.clone()), None, false),
+            Change::Unmatched
+        );
+        // A step on the way to Ready: progress; a Ready pod falling back: news.
+        assert_eq!(
+            change_of(&Event::Apply(running.clone()), Some(&pending), false),
+            Change::Progress
+        );
+        assert_eq!(
+            change_of(&Event::Apply(unready.clone()), Some(&running), false),
+            Change::News
+        );
+        // A change of labels on the way: news.
+        let mut relabelled = running.clone();
+        relabelled.metadata.labels = None;
+        assert_eq!(
+            change_of(&Event::Apply(relabelled), Some(&pending), false),
+            Change::News
+        );
+        // Removed after it was seen terminating: progress; removed without: news.
+        let stopping = terminating(running.clone());
+        assert_eq!(
+            change_of(&Event::Delete(stopping.clone()), Some(&stopping), false),
+            Change::Progress
+        );
+        assert_eq!(
+            change_of(&Event::Delete(stopping), Some(&running), false),
+            Change::News
+        );
+        // Starting to terminate, no delete of the host's awaited: news unless its primary
+        // is carrying out a plan; awaited: progress.
+        let killed = terminating(running.clone());
+        assert_eq!(
+            change_of(&Event::Apply(killed.clone()), Some(&running), false),
+            Change::Unmatched
+        );
+        assert_eq!(
+            change_of(&Event::Apply(killed), Some(&running), true),
+            Change::Progress
+        );
+    }
+
+    #[test]
+    fn a_hold_starts_once_news_refuses_it_and_only_its_own_timer_ends_it() {
+        let h = Holds::new(Duration::from_secs(1));
+        let Hold::Started(first) = h.hold("d/a") else {
+            panic!("a new hold")
+        };
+        assert_eq!(
+            h.hold("d/a"),
+            Hold::Already,
+            "the first change held sets the deadline"
+        );
+        assert!(h.holds("d/a"));
+        // News: the hold ends and none starts until the decision begins.
+        h.owe("d/a");
+        assert!(!h.holds("d/a"));
+        assert_eq!(h.hold("d/a"), Hold::Refused);
+        assert!(!h.expire("d/a", first), "its timer finds nothing to end");
+        h.answered("d/a");
+        let Hold::Started(second) = h.hold("d/a") else {
+            panic!("held again after the decision began")
+        };
+        assert!(
+            !h.expire("d/a", first),
+            "an old timer does not end a newer hold"
+        );
+        assert!(h.expire("d/a", second));
+        assert_eq!(h.len(), 0);
+        let off = Holds::new(Duration::ZERO);
+        assert_eq!(off.hold("d/a"), Hold::Refused, "off");
+        off.owe("d/a");
+        assert_eq!(off.len(), 0, "off: nothing remembered");
+    }
+}

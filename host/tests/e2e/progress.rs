@@ -1,0 +1,319 @@
+//! End to end: a primary is decided when the objects it controls come to rest, not at every
+//! step of their way. 300 PodReplicas applied at 3, then 5, then 2, on a host whose holds
+//! last at most 5 s (`--progress-hold-ms 5000`, so a hold that ends by its timer and not by
+//! the last pod is plain in the figures). For each phase:
+//! - every PodReplica converges in about two decisions (one that creates or deletes, one
+//!   when the last pod is Running or gone): reconciles at most 2.2 per PodReplica, from
+//!   the host's own metric;
+//! - a watch of the pods and the PodReplicas times, per PodReplica, how long after the pod
+//!   that completed it (the last one Ready, or the last one gone) its status said so: the
+//!   slowest of 300 far below the 5 s hold;
+//! - the sampler never sees a PodReplica with more live pods than its size.
+//!
+//! Then news still decides at once: a pod deleted by someone else is replaced within 2 s (a
+//! held change would wait 5 s).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::fleet::*;
+use crate::support::*;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+
+const REPLICAS: usize = 300;
+const HOLD: Duration = Duration::from_secs(5);
+
+/// What the watch saw, per PodReplica UID: when its pods last reached the size in force
+/// (all Ready, none more), and when its status first said so after that.
+#[derive(Default)]
+struct Seen {
+    size: usize,
+    /// pod name → (owner UID, Ready).
+    pods: HashMap<String, (String, bool)>,
+    /// owner UID → when its pods last became exactly `size`, all Ready.
+    pods_done: HashMap<String, Instant>,
+    /// owner UID → when its status said `size` ready after its pods did.
+    status_done: HashMap<String, Instant>,
+    /// PodReplica name → UID.
+    uid_of: HashMap<String, String>,
+    /// owner UID → the (readyReplicas, replicas) its status said last.
+    said: HashMap<String, (Option<usize>, Option<usize>)>,
+}
+
+impl Seen {
+    fn pods_of(&self, owner: &str) -> (usize, usize) {
+        let mine = self.pods.values().filter(|(o, _)| o == owner);
+        mine.fold((0, 0), |(n, r), (_, ready)| {
+            (n + 1, r + usize::from(*ready))
+        })
+    }
+
+    fn pod_changed(&mut self, owner: &str, at: Instant) {
+        let size = self.size;
+        if self.pods_of(owner) == (size, size) {
+            self.pods_done.insert(owner.to_string(), at);
+            self.status_done.remove(owner);
+            // The two watches are not ordered with each other: a status already seen
+            // saying so came no later than this.
+            self.status_said(owner, at);
+        } else {
+            self.pods_done.remove(owner);
+        }
+    }
+
+    /// The status of `owner` as last seen, at `at`: done if it says the size in force after
+    /// its pods reached it.
+    fn status_said(&mut self, owner: &str, at: Instant) {
+        let size = Some(self.size);
+        if self.said.get(owner) == Some(&(size, size))
+            && self.pods_done.contains_key(owner)
+            && !self.status_done.contains_key(owner)
+        {
+            self.status_done.insert(owner.to_string(), at);
+        }
+    }
+}
+
+fn ready(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn owner(p: &Pod) -> Option<String> {
+    p.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone())
+}
+
+/// Watches the PodReplicas' pods and the PodReplicas for the whole test.
+fn start_timing(client: &Client, seen: Arc<Mutex<Seen>>) -> Vec<tokio::task::JoinHandle<()>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let timing = seen.clone();
+    let pod_task = tokio::spawn(async move {
+        let mut events = watcher(pods, watcher::Config::default().labels(LABEL))
+            .default_backoff()
+            .boxed();
+        while let Some(Ok(event)) = events.next().await {
+            let at = Instant::now();
+            let mut s = timing.lock().unwrap();
+            match event {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+                    let Some(o) = owner(&p) else { continue };
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    if p.metadata.deletion_timestamp.is_some() {
+                        s.pods.remove(&name);
+                    } else {
+                        s.pods.insert(name, (o.clone(), ready(&p)));
+                    }
+                    s.pod_changed(&o, at);
+                }
+                watcher::Event::Delete(p) => {
+                    let Some(o) = owner(&p) else { continue };
+                    s.pods
+                        .remove(p.metadata.name.as_deref().unwrap_or_default());
+                    s.pod_changed(&o, at);
+                }
+                _ => {}
+            }
+        }
+    });
+    let prs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let pr_task = tokio::spawn(async move {
+        let mut events = watcher(prs, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(Ok(event)) = events.next().await {
+            let at = Instant::now();
+            let (watcher::Event::Apply(pr) | watcher::Event::InitApply(pr)) = event else {
+                continue;
+            };
+            let uid = pr.metadata.uid.clone().unwrap_or_default();
+            let mut s = seen.lock().unwrap();
+            s.uid_of
+                .insert(pr.metadata.name.clone().unwrap_or_default(), uid.clone());
+            let said = |k: &str| pr.data["status"][k].as_u64().map(|n| n as usize);
+            s.said
+                .insert(uid.clone(), (said("readyReplicas"), said("replicas")));
+            s.status_said(&uid, at);
+        }
+    });
+    vec![pod_task, pr_task]
+}
+
+/// The sum of the host's metric `name` over PodReplica's series.
+fn metric(host: &Host, name: &str) -> f64 {
+    let (_, text) = host.http_get("/metrics").expect("metrics");
+    let prefix = format!("{name}{{plugin=\"podreplica\"");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn reconciles(host: &Host) -> f64 {
+    metric(host, "wasmop_reconciles_total")
+}
+
+fn holds_expired(host: &Host) -> f64 {
+    metric(host, "wasmop_progress_holds_expired_total")
+}
+
+/// Applies every PodReplica at `size`, waits until each has converged and its status says
+/// so; asserts the reconciles and how long each status came after its pods.
+async fn phase(
+    client: &Client,
+    host: &Host,
+    seen: &Arc<Mutex<Seen>>,
+    sampler: &Sampler,
+    size: usize,
+) {
+    sampler.set_bound(size);
+    seen.lock().unwrap().size = size;
+    let (before, expired_before) = (reconciles(host), holds_expired(host));
+    let started = Instant::now();
+    let uids = apply_replicas(client, REPLICAS, size).await;
+    all_converged_at(
+        client,
+        &uids,
+        size,
+        &format!("{REPLICAS} PodReplicas x {size}"),
+    )
+    .await;
+    let what = format!("at {size}: every status says {size} ready after its pods");
+    eventually(Duration::from_secs(60), &what, || {
+        let s = seen.lock().unwrap();
+        let n = uids
+            .iter()
+            .filter(|u| s.status_done.contains_key(*u))
+            .count();
+        std::future::ready((n == uids.len()).then_some(()))
+    })
+    .await;
+    // The pods of a scale-down gone too (their last removal asks for a decision), then a
+    // second for the decisions the last changes asked for.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let what = format!("at {size}: no pod terminating");
+    eventually(Duration::from_secs(60), &what, || async {
+        let list = pods.list(&ListParams::default().labels(LABEL)).await.ok()?;
+        (list.items.len() == REPLICAS * size).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let count = reconciles(host) - before;
+    let expired = holds_expired(host) - expired_before;
+    let mut lags: Vec<Duration> = {
+        let s = seen.lock().unwrap();
+        uids.iter()
+            .map(|u| s.status_done[u].saturating_duration_since(s.pods_done[u]))
+            .collect()
+    };
+    let slowest = {
+        let s = seen.lock().unwrap();
+        let name_of: HashMap<&String, &String> = s.uid_of.iter().map(|(n, u)| (u, n)).collect();
+        let mut by: Vec<(Duration, String)> = uids
+            .iter()
+            .map(|u| {
+                let lag = s.status_done[u].saturating_duration_since(s.pods_done[u]);
+                (lag, name_of.get(u).map_or(u.clone(), |n| n.to_string()))
+            })
+            .collect();
+        by.sort();
+        by.into_iter().rev().take(3).collect::<Vec<_>>()
+    };
+    lags.sort();
+    let (p50, max) = (lags[lags.len() / 2], lags[lags.len() - 1]);
+    println!("at {size}: the slowest statuses: {slowest:?}");
+    println!(
+        "at {size}: converged in {:.1?}, {count} reconciles ({:.2} per PodReplica), {expired} holds ran out, status after the pods p50 {p50:?}, max {max:?}",
+        started.elapsed(),
+        count / REPLICAS as f64
+    );
+    assert!(
+        count <= 2.2 * REPLICAS as f64,
+        "at {size}: {count} reconciles for {REPLICAS} PodReplicas (more than 2.2 each)"
+    );
+    // Every pod comes to rest within a few seconds here: each wait ends with the last of
+    // them, none by its limit. The status follows its last pod within the time the queue
+    // of 300 decisions takes, never the 5 s of a hold that ran out.
+    assert_eq!(expired, 0.0, "at {size}: {expired} holds ran out");
+    assert!(
+        p50 < Duration::from_millis(200) && max < HOLD,
+        "at {size}: status after the pods p50 {p50:?}, max {max:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_podreplica_is_decided_when_its_pods_come_to_rest_and_news_decides_at_once() {
+    let cluster = Cluster::start_with_node_pods("progress", 700);
+    let client = cluster.client().await;
+    let hold_ms = HOLD.as_millis().to_string();
+    let host = Host::start(
+        &cluster,
+        &["podreplica.wasm"],
+        &["--progress-hold-ms", &hold_ms],
+        &[],
+    );
+    wait_for_crd(&client, &podreplica_resource()).await;
+    let phase_name = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase_name.clone(), 3);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let watches = start_timing(&client, seen.clone());
+
+    for size in [3, 5, 2] {
+        phase_name.set(&format!("at {size}"));
+        phase(&client, &host, &seen, &sampler, size).await;
+    }
+
+    // News: a pod deleted by someone else is replaced at once.
+    phase_name.set("news");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let uid = seen.lock().unwrap().uid_of["pr-7"].clone();
+    let mine = |list: &[Pod]| -> Vec<String> {
+        list.iter()
+            .filter(|p| owner(p).as_deref() == Some(uid.as_str()))
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.metadata.name.clone())
+            .collect()
+    };
+    let list = pods
+        .list(&ListParams::default().labels(LABEL))
+        .await
+        .unwrap();
+    let before = mine(&list.items);
+    assert_eq!(before.len(), 2, "pr-7 at size 2: {before:?}");
+    let victim = before[0].clone();
+    let deleted = Instant::now();
+    pods.delete(&victim, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the deleted pod replaced",
+        || async {
+            let list = pods.list(&ListParams::default().labels(LABEL)).await.ok()?;
+            let now = mine(&list.items);
+            (now.len() == 2 && !now.contains(&victim)).then_some(())
+        },
+    )
+    .await;
+    let took = deleted.elapsed();
+    println!("a pod deleted by someone else: replaced after {took:?}");
+    assert!(took < Duration::from_secs(2), "replaced after {took:?}");
+
+    sampler.held(&[], 5, 1000).await;
+    for w in watches {
+        w.abort();
+    }
+}
