@@ -94,7 +94,7 @@ pub struct RunArgs {
     /// is only their progress does not decide it again until the last of them is at rest
     /// (Ready, finished or gone), or this long after the first change held (0: every
     /// change decides at once). Any other change decides it at once.
-    #[arg(long, env = "WASMOP_PROGRESS_HOLD_MS", default_value_t = 1000)]
+    #[arg(long, env = "WASMOP_PROGRESS_HOLD_MS", default_value_t = 5000)]
     pub progress_hold_ms: u64,
     /// Largest number of actions in one plan.
     #[arg(long, env = "WASMOP_MAX_ACTIONS", default_value_t = 500)]
