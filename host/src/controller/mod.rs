@@ -446,7 +446,14 @@ pub async fn run_controller(
         // queues it, and that decision reads every change the waiting one missed. Progress of
         // an owned object waits for its siblings ([`crate::expect::progress`]).
         subscriptions.push(cache.subscribe(Box::new(move |e, before| {
-            let change = holding.as_ref().map(|h| h.change_of(e, before));
+            // Only objects with an owner concern an owned relation's primaries (an unrelated
+            // pod costs nothing here).
+            let owned = matches!(e, watcher::Event::Apply(o) | watcher::Event::Delete(o)
+                if o.metadata.owner_references.as_ref().is_some_and(|r| !r.is_empty()));
+            let change = holding
+                .as_ref()
+                .filter(|_| owned)
+                .map(|h| h.change_of(e, before));
             tap(e);
             // The initial list (and a relist) is no change of the object: not timed.
             let changed = matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_));
