@@ -269,10 +269,12 @@ impl Holding {
     /// out is looked at when it ends ([`crate::reconcile`]'s `came_to_rest`).
     fn busy(&self, uid: &str) -> bool {
         self.expectations.carries_out(uid)
-            || self
-                .expectations
-                .awaits_kind(uid, &self.kind.group, &self.kind.kind)
-            || progress::any_in_progress(&self.owners, &self.store, &self.resource, uid)
+            || progress::on_the_way(
+                &self.expectations,
+                (&self.kind.group, &self.kind.kind),
+                (&self.owners, &self.store, &self.resource),
+                uid,
+            )
     }
 }
 

@@ -76,24 +76,31 @@ pub fn in_progress(o: &DynamicObject) -> bool {
     }
 }
 
-/// Whether an object that `owner_uid` controls is in progress, as `store` holds it now
-/// (`owners` the index of that cache, `resource` its kind).
-pub fn any_in_progress(
-    owners: &crate::cache::owners::OwnerIndex,
-    store: &kube::runtime::reflector::Store<DynamicObject>,
-    resource: &kube::api::ApiResource,
+/// Whether objects of one owned relation (`kind`, cached in `store`, indexed by `owners`)
+/// that the primary `owner_uid` controls are still on their way: one in progress as cached
+/// now, or written by its plan and not yet in the cache (a create not seen yet).
+pub fn on_the_way(
+    expectations: &crate::expect::Expectations,
+    kind: (&str, &str),
+    cache: (
+        &crate::cache::owners::OwnerIndex,
+        &kube::runtime::reflector::Store<DynamicObject>,
+        &kube::api::ApiResource,
+    ),
     owner_uid: &str,
 ) -> bool {
-    owners
-        .controlled_by(owner_uid)
-        .into_iter()
-        .any(|(ns, name)| {
-            let mut r = kube::runtime::reflector::ObjectRef::new_with(&name, resource.clone());
-            if let Some(ns) = ns {
-                r = r.within(&ns);
-            }
-            store.get(&r).is_some_and(|o| in_progress(&o))
-        })
+    let (owners, store, resource) = cache;
+    expectations.awaits_kind(owner_uid, kind.0, kind.1)
+        || owners
+            .controlled_by(owner_uid)
+            .into_iter()
+            .any(|(ns, name)| {
+                let mut r = kube::runtime::reflector::ObjectRef::new_with(&name, resource.clone());
+                if let Some(ns) = ns {
+                    r = r.within(&ns);
+                }
+                store.get(&r).is_some_and(|o| in_progress(&o))
+            })
 }
 
 /// What one watch event of an owned object is to the primaries that control it.

@@ -356,9 +356,12 @@ fn came_to_rest(ctx: &Context, key: &str, uid: &str) -> bool {
         .iter()
         .filter(|c| c.relation.selection == crate::runtime::Selection::Owned)
         .any(|c| {
-            ctx.expectations
-                .awaits_kind(uid, &c.relation.kind.group, &c.relation.kind.kind)
-                || crate::expect::progress::any_in_progress(&c.owners, &c.store, &c.resource, uid)
+            crate::expect::progress::on_the_way(
+                &ctx.expectations,
+                (&c.relation.kind.group, &c.relation.kind.kind),
+                (&c.owners, &c.store, &c.resource),
+                uid,
+            )
         });
     if busy {
         return false;
