@@ -26,6 +26,8 @@ struct State {
     running: HashMap<String, HashSet<String>>,
     /// The most live pods any PodReplica had since the phase began.
     most: usize,
+    /// When the watch last changed the live or Running pods of each PodReplica.
+    changed: HashMap<String, Instant>,
 }
 
 /// A running tracker; stops with the process, or at [`Tracker::stop`].
@@ -93,10 +95,13 @@ impl Tracker {
         let n = live.len();
         st.most = st.most.max(n);
         let run = st.running.entry(owner.clone()).or_default();
-        if running {
-            run.insert(name);
+        let moved = if running {
+            run.insert(name)
         } else {
-            run.remove(&name);
+            run.remove(&name)
+        };
+        if new || moved {
+            st.changed.insert(owner.clone(), Instant::now());
         }
         drop(st);
         if new {
@@ -109,12 +114,22 @@ impl Tracker {
             return;
         };
         let mut st = self.state.lock().unwrap();
+        let mut moved = false;
         if let Some(l) = st.live.get_mut(&owner) {
-            l.remove(name);
+            moved |= l.remove(name);
         }
         if let Some(r) = st.running.get_mut(&owner) {
-            r.remove(name);
+            moved |= r.remove(name);
         }
+        if moved {
+            st.changed.insert(owner, Instant::now());
+        }
+    }
+
+    /// When the watch last changed the live or Running pods of `owner` (the event, not
+    /// the look that noticed it).
+    pub fn changed_at(&self, owner: &str) -> Option<Instant> {
+        self.state.lock().unwrap().changed.get(owner).copied()
     }
 
     /// Whether every one of `owners` has exactly `size` live pods, all Running.

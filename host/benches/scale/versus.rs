@@ -409,8 +409,9 @@ impl Stage<'_> {
 }
 
 /// Status lag samples: for each of the first `samples` PodReplicas (at size 2, at rest), a
-/// patch to 5, then the time from the watch showing its fifth pod Running to the watch
-/// showing its status listing five pods and Ready for the new generation; ms, sorted.
+/// patch to 5, then the time from the pod watch's event that made its fifth pod Running to
+/// the PodReplica watch's event showing its status listing five pods and Ready for the new
+/// generation (both instants taken as each watch delivers its event); ms, sorted.
 async fn status_lag_ms(
     client: &Client,
     tracker: &Tracker,
@@ -455,7 +456,7 @@ async fn status_lag_ms(
                 }
                 () = tokio::time::sleep(Duration::from_millis(2)) => {
                     if pods_at.is_none() && tracker.all_at(std::slice::from_ref(name), 5) {
-                        pods_at = Some(Instant::now());
+                        pods_at = tracker.changed_at(name);
                     }
                 }
             }

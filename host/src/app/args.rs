@@ -93,8 +93,10 @@ pub struct RunArgs {
     /// (pods created together turning Running, pods it deleted going away): a change that
     /// is only their progress does not decide it again until the last of them is at rest
     /// (Ready, finished or gone), or this long after the first change held (0: every
-    /// change decides at once). Any other change decides it at once.
-    #[arg(long, env = "WASMOP_PROGRESS_HOLD_MS", default_value_t = 5000)]
+    /// change decides at once). Any other change decides it at once. The default outlasts
+    /// pod starts on a busy cluster (a status then says "all ready" in one write); lower it
+    /// for a status that shows partial progress sooner, at one decision more per wait.
+    #[arg(long, env = "WASMOP_PROGRESS_HOLD_MS", default_value_t = 30000)]
     pub progress_hold_ms: u64,
     /// Largest number of actions in one plan.
     #[arg(long, env = "WASMOP_MAX_ACTIONS", default_value_t = 500)]
