@@ -26,6 +26,8 @@ struct State {
     running: HashMap<String, HashSet<String>>,
     /// The most live pods any PodReplica had since the phase began.
     most: usize,
+    /// The first PodReplica that had that many, and the pods it had then.
+    most_of: (String, Vec<String>),
     /// When the watch last changed the live or Running pods of each PodReplica.
     changed: HashMap<String, Instant>,
 }
@@ -90,10 +92,15 @@ impl Tracker {
         }
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         let mut st = self.state.lock().unwrap();
+        let most = st.most;
         let live = st.live.entry(owner.clone()).or_default();
         let new = live.insert(name.clone());
         let n = live.len();
-        st.most = st.most.max(n);
+        if n > most {
+            let pods = live.iter().cloned().collect();
+            st.most = n;
+            st.most_of = (owner.clone(), pods);
+        }
         let run = st.running.entry(owner.clone()).or_default();
         let moved = if running {
             run.insert(name)
@@ -156,6 +163,12 @@ impl Tracker {
         let most = st.most;
         st.most = st.live.values().map(HashSet::len).max().unwrap_or(0);
         most
+    }
+
+    /// The first PodReplica that had the most live pods since the phase began, and those
+    /// pods (what a failed bound names).
+    pub fn most_of(&self) -> (String, Vec<String>) {
+        self.state.lock().unwrap().most_of.clone()
     }
 
     fn owner_of(&self, pod: &Pod) -> Option<String> {

@@ -368,13 +368,16 @@ impl Stage<'_> {
             tracker.take_most();
             bound = bound.max(size);
             let secs = crate::converge::apply_and_converge(client, tracker, names, size).await;
+            let most_of = tracker.most_of();
             let most = tracker.take_most();
             // wasmop's promise; a reference without expectations may create a pod twice,
             // which the table shows.
             assert!(
                 !op.contender.is_wasmop() || most <= bound,
-                "{}: a PodReplica had {most} live pods while asked for at most {bound}",
-                op.contender.name()
+                "{}: a PodReplica had {most} live pods while asked for at most {bound} (first {}: {:?})",
+                op.contender.name(),
+                most_of.0,
+                most_of.1
             );
             println!(
                 "{}: {} at size {size} in {secs:.1} s",
