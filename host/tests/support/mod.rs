@@ -517,11 +517,19 @@ impl Drop for Host {
             );
         }
         self.kill();
-        // WASMOP_KEEP_LOGS=DIR keeps every host's whole log there, for a look afterwards.
-        if let Some(dir) = std::env::var_os("WASMOP_KEEP_LOGS") {
+        // WASMOP_KEEP_LOGS=DIR keeps every host's whole log there, for a look afterwards; a
+        // failing test or benchmark keeps its hosts' logs in any case (the tail above is
+        // rarely the part that explains it).
+        let keep = std::env::var_os("WASMOP_KEEP_LOGS")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::thread::panicking().then(|| std::env::temp_dir().join("wasmop-failed-logs"))
+            });
+        if let (Some(dir), Some(name)) = (keep, self.log.file_name()) {
             let _ = std::fs::create_dir_all(&dir);
-            if let Some(name) = self.log.file_name() {
-                let _ = std::fs::copy(&self.log, std::path::Path::new(&dir).join(name));
+            let kept = dir.join(name);
+            if std::fs::copy(&self.log, &kept).is_ok() && std::thread::panicking() {
+                eprintln!("--- the whole log: {} ---", kept.display());
             }
         }
         let _ = std::fs::remove_file(&self.log);
