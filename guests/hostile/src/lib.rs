@@ -18,6 +18,8 @@
 //! - `events`: a plan of `spec.count` (default 1,000,000) empty Events;
 //! - `long-error`: answers `other` with a message of `spec.count` bytes (default 50 MiB);
 //! - `long-status`: a status of `spec.count` bytes (default 16 MiB);
+//! - `amplify`: a status `[0,0,…]` of `spec.count` bytes (default 8,000,005): within the
+//!   output budget as text, some 130 MiB once parsed; requeued every second;
 //! - `remember`: counts its calls in a zero-initialised static and overwrites an initialised
 //!   one, answering status `{"calls": N, "seed": S}`: from a fresh instance always
 //!   `{"calls": 1, "seed": 1592651789}` (the statics as the module's image has them).
@@ -272,6 +274,22 @@ impl bindings::Guest for Hostile {
                 )),
                 ..empty
             }),
+            "amplify" => {
+                // Small as text, huge parsed: `[0,0,…]` of `spec.count` bytes (default
+                // 8,000,005, within the 8 MiB output budget), asked again every second.
+                let elements = count(&primary, 8_000_005).saturating_sub(1) / 2;
+                let mut text = String::with_capacity(2 * elements + 1);
+                text.push('[');
+                for i in 0..elements {
+                    text.push_str(if i + 1 == elements { "0" } else { "0," });
+                }
+                text.push(']');
+                Ok(Plan {
+                    status: Some(text),
+                    requeue_after_ms: Some(1000),
+                    ..empty
+                })
+            }
             _ => Ok(empty),
         }
     }

@@ -21,7 +21,12 @@ struct PodWrite {
     at: Timestamp,
     /// When the API server had answered it (`stageTimestamp`).
     done: Timestamp,
+    /// Who sent it (`userAgent`).
+    agent: String,
 }
+
+/// The user agent of the host's requests (kube's client as the host sets it up).
+const HOST_AGENT: &str = "wasmop/";
 
 /// Every write on a pod of namespace `default`, oldest first, from the audit log and its
 /// rotated backups in `state/logs`.
@@ -45,6 +50,7 @@ fn pod_writes(state: &Path) -> Vec<PodWrite> {
                     name: obj["name"].as_str().unwrap_or_default().to_string(),
                     at,
                     done,
+                    agent: e["userAgent"].as_str().unwrap_or_default().to_string(),
                 });
             }
         }
@@ -80,10 +86,11 @@ pub struct EventToAction {
 }
 
 /// For each deleted pod in `victims` (deleted one after another, each only once the previous
-/// replacement was there): milliseconds from its delete reaching the API server to the next
-/// pod create reaching it (nothing else creates pods in `default` while the samples run).
+/// replacement was there): milliseconds from its delete reaching the API server to the
+/// host's create of its replacement reaching it (the next pod create sent by the host).
 /// Waits up to a minute for the audit log to hold the last replacement (it is written in
-/// batches); panics if a sample cannot be found, so no sample is silently dropped.
+/// batches); panics if a sample cannot be found, so no sample is silently dropped, and if a
+/// victim was replaced by more than one create of the host before the next victim's delete.
 pub async fn delete_to_create_ms(state: &Path, victims: &[String]) -> EventToAction {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -101,10 +108,11 @@ pub async fn delete_to_create_ms(state: &Path, victims: &[String]) -> EventToAct
                     after_delete_ms: sorted(|s| s.0 - s.1),
                 };
             }
-            Err(missing) if Instant::now() > deadline => {
+            Err(Unmatched::Twice(what)) => panic!("{what}"),
+            Err(Unmatched::Missing(missing)) if Instant::now() > deadline => {
                 panic!("the audit log has no {missing} after a minute")
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            Err(Unmatched::Missing(_)) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
 }
@@ -113,21 +121,45 @@ fn ms(from: Timestamp, to: Timestamp) -> f64 {
     to.duration_since(from).as_secs_f64() * 1000.0
 }
 
+/// Why the samples could not be matched.
+#[derive(Debug, PartialEq)]
+enum Unmatched {
+    /// Not in the log (yet).
+    Missing(String),
+    /// A victim replaced by more than one create of the host.
+    Twice(String),
+}
+
 /// (delete → create, delete received → answered) per victim, in ms.
-fn match_samples(writes: &[PodWrite], victims: &[String]) -> Result<Vec<(f64, f64)>, String> {
+fn match_samples(writes: &[PodWrite], victims: &[String]) -> Result<Vec<(f64, f64)>, Unmatched> {
+    let delete_of = |from: usize, victim: &str| {
+        writes[from..]
+            .iter()
+            .position(|w| w.verb == "delete" && w.name == victim)
+            .map(|i| from + i)
+    };
+    let host_create = |w: &PodWrite| w.verb == "create" && w.agent.starts_with(HOST_AGENT);
     let mut out = Vec::with_capacity(victims.len());
     let mut from = 0;
-    for victim in victims {
-        let del = writes[from..]
-            .iter()
-            .position(|w| w.verb == "delete" && &w.name == victim)
-            .map(|i| from + i)
-            .ok_or_else(|| format!("delete of {victim}"))?;
+    for (i, victim) in victims.iter().enumerate() {
+        let del = delete_of(from, victim)
+            .ok_or_else(|| Unmatched::Missing(format!("delete of {victim}")))?;
         let create = writes[del..]
             .iter()
-            .position(|w| w.verb == "create")
+            .position(host_create)
             .map(|i| del + i)
-            .ok_or_else(|| format!("create after the delete of {victim}"))?;
+            .ok_or_else(|| {
+                Unmatched::Missing(format!("create by the host after the delete of {victim}"))
+            })?;
+        // One create per victim: none more before the next victim's delete.
+        if let Some(next) = victims.get(i + 1).and_then(|n| delete_of(create, n)) {
+            let creates = writes[del..next].iter().filter(|w| host_create(w)).count();
+            if creates != 1 {
+                return Err(Unmatched::Twice(format!(
+                    "{victim} was replaced by {creates} creates of the host"
+                )));
+            }
+        }
         let (d, c) = (&writes[del], &writes[create]);
         out.push((ms(d.at, c.at), ms(d.at, d.done)));
         from = create;

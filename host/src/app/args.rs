@@ -80,6 +80,9 @@ pub struct RunArgs {
     /// being OOM-killed. Default: the container's memory limit (cgroup `memory.max`) less
     /// what the host keeps for itself and its caches (192 MiB or half the limit, whichever
     /// is larger; never less than one call's cap); without a limit, every call at its cap.
+    /// A parsed answer counts against it too; shadow candidates have their own part of it
+    /// (their share of the calls, at least a quarter), so they never take an active
+    /// decision's memory.
     #[arg(long, env = "WASMOP_GUEST_MEMORY_MIB")]
     pub guest_memory_mib: Option<usize>,
     /// Reconciles of one plugin running at once.
@@ -89,13 +92,15 @@ pub struct RunArgs {
     /// runs (trailing-edge debounce; 0 runs at once).
     #[arg(long, env = "WASMOP_DEBOUNCE_MS", default_value_t = 0)]
     pub debounce_ms: u64,
-    /// Most milliseconds a primary waits while the objects it controls are on their way
-    /// (pods created together turning Running, pods it deleted going away): a change that
-    /// is only their progress does not decide it again until the last of them is at rest
-    /// (Ready, finished or gone), or this long after the first change held (0: every
-    /// change decides at once). Any other change decides it at once. The default outlasts
-    /// pod starts on a busy cluster (a status then says "all ready" in one write); lower it
-    /// for a status that shows partial progress sooner, at one decision more per wait.
+    /// How long, in milliseconds, the objects a primary controls may make no progress
+    /// before it is decided anyway, while they are on their way (pods created together
+    /// turning Running, pods it deleted going away): a change that is only their progress
+    /// does not decide it again until the last of them is at rest (Ready, finished or
+    /// gone), or none of them made a step for this long (0: every change decides at once).
+    /// Each step re-arms the wait, so a slow cluster keeps it however long the whole way
+    /// takes; a pod stuck on its way shows in the status this long after the last step.
+    /// Any other change decides at once. Lower it for a status that shows a stuck pod
+    /// sooner.
     #[arg(long, env = "WASMOP_PROGRESS_HOLD_MS", default_value_t = 30000)]
     pub progress_hold_ms: u64,
     /// Largest number of actions in one plan.
@@ -142,6 +147,18 @@ pub struct RunArgs {
     /// JavaScript component carries its interpreter).
     #[arg(long, env = "WASMOP_OCI_MAX_BYTES", default_value_t = crate::oci::remote::DEFAULT_MAX_BYTES)]
     pub oci_max_bytes: u64,
+    /// Where a registry may redirect the host's reads: `same-registry` (the host and port
+    /// the reference names), or `anywhere` (registries that serve blobs from another host,
+    /// a CDN or a bucket), never to a loopback or link-local address the reference did not
+    /// name.
+    #[arg(long, env = "WASMOP_REGISTRY_REDIRECTS", default_value = "same-registry",
+        value_parser = ["same-registry", "anywhere"])]
+    pub registry_redirects: String,
+    /// Let WasmPlugins pull over plain HTTP (`insecure: true`): without it such a
+    /// WasmPlugin is refused, so none sends its pull secret's credentials in clear by
+    /// itself.
+    #[arg(long, env = "WASMOP_ALLOW_INSECURE_REGISTRIES")]
+    pub allow_insecure_registries: bool,
     /// A CA certificate (PEM) trusted for registries besides the system's; repeatable.
     #[arg(
         long = "registry-ca",
@@ -157,14 +174,25 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub trusted_keys: Vec<PathBuf>,
-    /// Refuse every OCI source without a valid signature by a trusted key (the host's
-    /// `--trusted-key`s or the WasmPlugin's `publicKeys`).
+    /// Refuse every OCI source without a valid signature by a key of `--trusted-key`. A
+    /// WasmPlugin's `publicKeys` may narrow that set (require one of its keys), never widen
+    /// it, unless the host runs with `--allow-plugin-keys`.
     #[arg(long, env = "WASMOP_REQUIRE_SIGNATURE")]
     pub require_signature: bool,
+    /// Let a WasmPlugin's `publicKeys` add keys to the `--trusted-key` set: whoever may
+    /// write WasmPlugins and the ConfigMaps or Secrets they name then decides which
+    /// signatures count. Off by default: trust roots are the admin's.
+    #[arg(long, env = "WASMOP_ALLOW_PLUGIN_KEYS")]
+    pub allow_plugin_keys: bool,
     /// TESTS ONLY: send plans without the guard's checks, so that a test can show what the
     /// API server refuses on its own. Never in a real deployment.
     #[arg(long, env = "WASMOP_UNSAFE_DISABLE_GUARD", hide = true)]
     pub unsafe_disable_guard: bool,
+    /// Export what plugins log (their `log` lines, stdout and stderr) as span events when
+    /// traces are on; off by default: a plugin may log what it read, and the trace backend
+    /// is another audience than the host's log.
+    #[arg(long, env = "WASMOP_TRACE_GUEST_LOGS")]
+    pub trace_guest_logs: bool,
     /// Log format: `text` or `json`.
     #[arg(long, env = "WASMOP_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,

@@ -99,10 +99,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let guest_memory = guest_memory_bytes(&args, crate::telemetry::cgroup::memory_limit());
     match guest_memory {
-        Some(bytes) => tracing::info!(
-            mib = bytes >> 20,
-            "guest memory budget of all calls in flight"
-        ),
+        Some(bytes) => {
+            let (active, candidates) =
+                crate::runtime::memory_parts(bytes, args.max_concurrent_calls);
+            tracing::info!(
+                mib = bytes >> 20,
+                active_mib = active >> 20,
+                candidates_mib = candidates >> 20,
+                "guest memory budget of all calls in flight"
+            )
+        }
         None => tracing::info!("no memory limit found: each call within its own cap only"),
     }
     let sandbox = Sandbox::with_guest_memory(

@@ -12,6 +12,7 @@ use crate::app::RunArgs;
 use crate::app::elections::{Elections, identity, lease_namespace};
 use crate::k8s::lease::Announced;
 use crate::oci::RemoteOptions;
+use crate::oci::reader::Redirects;
 use crate::oci::signature::PublicKey;
 use crate::registry::artifacts::Artifacts;
 use crate::registry::sources::Uploads;
@@ -44,10 +45,16 @@ pub(crate) fn artifacts(args: &RunArgs) -> anyhow::Result<Artifacts> {
             extra_roots,
             timeout: Duration::from_secs(args.oci_timeout_seconds.max(1)),
             max_bytes: args.oci_max_bytes,
+            redirects: match args.registry_redirects.as_str() {
+                "anywhere" => Redirects::Anywhere,
+                _ => Redirects::SameRegistry,
+            },
         },
         store: None,
         host_keys,
         require_signature: args.require_signature,
+        allow_plugin_keys: args.allow_plugin_keys,
+        allow_insecure: args.allow_insecure_registries,
     };
     Ok(match &args.cache_dir {
         Some(dir) => artifacts.with_store(&dir.join("artifacts")),

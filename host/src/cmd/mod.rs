@@ -77,11 +77,11 @@ pub enum Command {
 }
 
 /// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`). Colours
-/// only on a terminal: a log file or a pipe gets plain text. With `traces` (`wasmop run`),
-/// spans are also exported over OTLP when the OpenTelemetry variables ask for it
+/// only on a terminal: a log file or a pipe gets plain text. With `traces` (`wasmop run`;
+/// `Some(true)`: guest lines too, `--trace-guest-logs`), spans are also exported over OTLP when the OpenTelemetry variables ask for it
 /// ([`crate::telemetry::traces`]); the returned handle is shut down when the host stops.
 /// Without those variables no exporter is built at all.
-fn init_logging(default: &str, json: bool, traces: bool) -> Option<Traces> {
+fn init_logging(default: &str, json: bool, traces: Option<bool>) -> Option<Traces> {
     use std::io::IsTerminal;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -95,10 +95,11 @@ fn init_logging(default: &str, json: bool, traces: bool) -> Option<Traces> {
     } else {
         log.boxed()
     };
-    let exported = if traces {
-        crate::telemetry::traces::layer::<tracing_subscriber::Registry>()
-    } else {
-        Ok(None)
+    let exported = match traces {
+        Some(guest_logs) => {
+            crate::telemetry::traces::layer::<tracing_subscriber::Registry>(guest_logs)
+        }
+        None => Ok(None),
     };
     let (export, handle, refused) = match exported {
         Ok(Some((layer, handle))) => (Some(layer), Some(handle), None),
@@ -185,8 +186,8 @@ pub fn main() -> ExitCode {
     // server's (one TLS stack). Installing fails only if a provider is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let traces = match &cli.command {
-        Command::Run(a) => init_logging("info", a.log_format == "json", true),
-        _ => init_logging("warn", false, false),
+        Command::Run(a) => init_logging("info", a.log_format == "json", Some(a.trace_guest_logs)),
+        _ => init_logging("warn", false, None),
     };
     let result = match &cli.command {
         Command::Run(a) => {

@@ -74,8 +74,9 @@ impl RegistryArgs {
                 extra_roots,
                 timeout: std::time::Duration::from_secs(self.timeout_seconds.max(1)),
                 max_bytes: u64::MAX,
+                ..RemoteOptions::default()
             },
-        ))
+        )?)
     }
 }
 

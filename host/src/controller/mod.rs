@@ -17,7 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::cache::shared::{KindCache, SharedCaches};
 use crate::expect::Expectations;
-use crate::expect::progress::{self, Change, Hold, Holds};
+use crate::expect::progress::{self, Change, Expiry, Hold, Holds};
 use crate::k8s::kinds::{api_for, api_resource};
 use crate::observe::{Fields, selector_of};
 use crate::plan::Checker;
@@ -217,8 +217,9 @@ impl Holding {
     }
 
     /// Whether the change of one of `p`'s objects waits: progress while some object `p`
-    /// controls is still in progress. A new hold ends by itself after the limit; news ends
-    /// any hold and none begins until the decision it asks for.
+    /// controls is still in progress. A hold ends by itself when no object of the primary
+    /// made a step for the limit (each step re-arms it); news ends any hold and none begins
+    /// until the decision it asks for.
     fn held(&self, p: &ObjectRef<DynamicObject>, key: &str, change: Change) -> bool {
         let Some(uid) = p.extra.uid.as_deref() else {
             return false;
@@ -239,7 +240,7 @@ impl Holding {
             self.holds.owe(key);
             return false;
         }
-        match self.holds.hold(key) {
+        match self.holds.hold(key, std::time::Instant::now()) {
             Hold::Refused => false,
             Hold::Already => true,
             Hold::Started(hold) => {
@@ -250,12 +251,25 @@ impl Holding {
                     p.clone(),
                 );
                 let (limit, expired) = (holds.limit(), self.expired.clone());
+                // One timer per hold: it sleeps until the limit after the last step.
                 tokio::spawn(async move {
-                    tokio::time::sleep(limit).await;
-                    if holds.expire(&key, hold) {
-                        tracing::debug!(primary = key, ?limit, "the wait for its objects ran out");
-                        expired.inc();
-                        let _ = trigger.unbounded_send(p);
+                    let mut wait = limit;
+                    loop {
+                        tokio::time::sleep(wait).await;
+                        match holds.expire(&key, hold, std::time::Instant::now()) {
+                            Expiry::Later(more) => wait = more,
+                            Expiry::Gone => return,
+                            Expiry::Ran => {
+                                tracing::debug!(
+                                    primary = key,
+                                    ?limit,
+                                    "its objects made no progress for the limit: the wait ran out"
+                                );
+                                expired.inc();
+                                let _ = trigger.unbounded_send(p);
+                                return;
+                            }
+                        }
                     }
                 });
                 true
@@ -660,10 +674,42 @@ mod tests {
         // What asked is only the progress of its pods, held back for their siblings: the
         // echo waits with it; once news asks too, the echo owes the decision.
         expectations.expect("u", key("p"), written("10"), || None);
-        assert!(matches!(holds.hold("d/p"), Hold::Started(_)));
+        assert!(matches!(
+            holds.hold("d/p", std::time::Instant::now()),
+            Hold::Started(_)
+        ));
         assert!(!news(&mut filter, watcher::Event::Apply(primary("10"))));
         holds.owe("d/p");
         expectations.expect("u", key("p"), written("11"), || None);
         assert!(news(&mut filter, watcher::Event::Apply(primary("11"))));
+    }
+
+    #[test]
+    fn a_reconcile_that_parks_after_its_echo_came_decides_again_itself() {
+        // A first decision owed after the host's own write (the finalizer added, or a
+        // reconcile parked at the gate): the echo of the write may come on the watch
+        // before the reconcile notes that a decision is owed. Then the echo asks for
+        // nothing (no decision was owed yet), and the parking reconcile must see it.
+        let expectations = Arc::new(Expectations::new(Duration::from_secs(60)));
+        let triggers = Arc::new(Triggers::default());
+        let holds = Arc::new(Holds::new(Duration::from_secs(1)));
+        let mut filter = primary_news(
+            expectations.clone(),
+            triggers.clone(),
+            holds.clone(),
+            kind(),
+        );
+        // The echo first: no news, and nothing awaited any more.
+        expectations.expect("u", key("p"), written("6"), || None);
+        assert!(!news(&mut filter, watcher::Event::Apply(primary("6"))));
+        assert!(
+            expectations.park(&triggers, "d/p".into(), "u"),
+            "parked after its echo: the reconcile must decide again itself"
+        );
+        assert!(triggers.take("d/p").is_some());
+        // Parked first: the echo queues it, the reconcile does not.
+        expectations.expect("u", key("p"), written("7"), || None);
+        assert!(!expectations.park(&triggers, "d/p".into(), "u"));
+        assert!(news(&mut filter, watcher::Event::Apply(primary("7"))));
     }
 }

@@ -357,6 +357,18 @@ impl Expectations {
             .is_some_and(|w| Instant::now() < w.deadline)
     }
 
+    /// Parks `primary` (`key` in `triggers`) until the watch shows its own writes: notes that
+    /// a decision is owed, so that the echo settling the last of them queues it
+    /// ([`crate::controller`]'s `primary_news`), then looks again. Returns `false` when the
+    /// primary still waits (the echo will queue it), `true` when nothing is awaited any
+    /// more: the echo came before the decision was owed, could not queue it, and the caller
+    /// must decide again itself. Without the second look a reconcile that ends waiting for
+    /// an echo already seen is never triggered again.
+    pub fn park(&self, triggers: &triggers::Triggers, key: String, primary: &str) -> bool {
+        triggers.asked(key, Instant::now());
+        !self.waits(primary)
+    }
+
     /// Shows the expectations an event of `object` (as cached now) and says whether it is
     /// the echo of a write of the host's own: an outstanding write expectation at exactly
     /// its resourceVersion. Settles what it satisfies, as [`Expectations::observe`] does.

@@ -8,9 +8,12 @@
 //! object already terminating) does not queue its primary while another object the primary
 //! controls is still in progress: the change that brings the last of them to rest queues
 //! it at once, so the status saying "all ready" is written within milliseconds of the pod
-//! that made it true. A primary is held at most [`Holds`]' limit from the first change held
-//! (a pod that never gets ready does not hide its siblings' progress for longer), and a
-//! decision that starts for any other reason answers what was held.
+//! that made it true. A hold ends on the objects' own progress, not on a fixed clock: each
+//! step of any object the primary controls re-arms it, and it runs out only when none of
+//! them moved for [`Holds`]' limit (a pod that never gets ready hides its siblings'
+//! progress at most that long after the last step; an API server or node that is merely
+//! slow keeps the hold, however long the whole way takes). A decision that starts for any
+//! other reason answers what was held.
 //!
 //! Anything else is news and queues the primary at once: an object that appears without
 //! the host having created it, a change of labels or owners, an object that starts
@@ -25,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::api::DynamicObject;
 use serde::Deserialize;
@@ -162,8 +165,8 @@ fn regressed(before: &DynamicObject, after: &DynamicObject) -> bool {
 }
 
 /// The primaries held back, keyed `namespace/name`: each hold numbered (a timer ends only
-/// the hold it was started for), and the primaries owed a decision for news (none of them is
-/// held until that decision starts).
+/// the hold it was started for) with the instant of its last step, and the primaries owed a
+/// decision for news (none of them is held until that decision starts).
 #[derive(Debug)]
 pub struct Holds {
     limit: Duration,
@@ -172,7 +175,7 @@ pub struct Holds {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Entry {
-    Held(u64),
+    Held { hold: u64, last: Instant },
     Owed,
 }
 
@@ -182,12 +185,23 @@ struct State {
     next: u64,
 }
 
+/// What the timer of a hold finds ([`Holds::expire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// No step for the whole limit: the hold ended.
+    Ran,
+    /// Re-armed by a step: look again after this long.
+    Later(Duration),
+    /// Ended already (a decision began, or news came).
+    Gone,
+}
+
 /// What [`Holds::hold`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hold {
-    /// A new hold: end it with [`Holds::expire`] after [`Holds::limit`].
+    /// A new hold: ask [`Holds::expire`] after [`Holds::limit`] whether it ran out.
     Started(u64),
-    /// Held already (the first change held sets the deadline).
+    /// Held already: this step re-armed it.
     Already,
     /// Not held: news asked for a decision not yet begun, or holding is off.
     Refused,
@@ -211,19 +225,24 @@ impl Holds {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Holds `key` back, unless news is owed to it.
-    pub fn hold(&self, key: &str) -> Hold {
+    /// Holds `key` back for a step of its objects made at `now`, unless news is owed to
+    /// it: a new hold, or the one in force re-armed from `now`.
+    pub fn hold(&self, key: &str, now: Instant) -> Hold {
         if self.limit.is_zero() {
             return Hold::Refused;
         }
         let mut s = self.lock();
-        match s.primaries.get(key) {
-            Some(Entry::Held(_)) => Hold::Already,
+        match s.primaries.get_mut(key) {
+            Some(Entry::Held { last, .. }) => {
+                *last = (*last).max(now);
+                Hold::Already
+            }
             Some(Entry::Owed) => Hold::Refused,
             None => {
                 s.next += 1;
                 let hold = s.next;
-                s.primaries.insert(key.to_string(), Entry::Held(hold));
+                s.primaries
+                    .insert(key.to_string(), Entry::Held { hold, last: now });
                 Hold::Started(hold)
             }
         }
@@ -239,7 +258,7 @@ impl Holds {
 
     /// Whether `key` is held back now.
     pub fn holds(&self, key: &str) -> bool {
-        matches!(self.lock().primaries.get(key), Some(Entry::Held(_)))
+        matches!(self.lock().primaries.get(key), Some(Entry::Held { .. }))
     }
 
     /// A decision of `key` begins: it answers whatever was held or owed.
@@ -247,15 +266,22 @@ impl Holds {
         self.lock().primaries.remove(key);
     }
 
-    /// The limit of hold `hold` ran out: ends it if it is still the one in force; whether
-    /// the caller queues the primary now.
-    pub fn expire(&self, key: &str, hold: u64) -> bool {
+    /// The timer of hold `hold` woke at `now`: [`Expiry::Ran`] ends it (no step for the
+    /// whole limit: the caller queues the primary), [`Expiry::Later`] says how much longer
+    /// to wait (a step re-armed it), [`Expiry::Gone`] that it is not in force any more.
+    pub fn expire(&self, key: &str, hold: u64, now: Instant) -> Expiry {
         let mut s = self.lock();
-        if s.primaries.get(key) == Some(&Entry::Held(hold)) {
-            s.primaries.remove(key);
-            true
-        } else {
-            false
+        match s.primaries.get(key) {
+            Some(&Entry::Held { hold: h, last }) if h == hold => {
+                let ends = last + self.limit;
+                if now >= ends {
+                    s.primaries.remove(key);
+                    Expiry::Ran
+                } else {
+                    Expiry::Later(ends - now)
+                }
+            }
+            _ => Expiry::Gone,
         }
     }
 
@@ -371,34 +397,49 @@ mod tests {
     }
 
     #[test]
-    fn a_hold_starts_once_news_refuses_it_and_only_its_own_timer_ends_it() {
-        let h = Holds::new(Duration::from_secs(1));
-        let Hold::Started(first) = h.hold("d/a") else {
+    fn a_hold_runs_out_only_after_a_quiet_limit_and_news_refuses_it() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let h = Holds::new(s(5));
+        let Hold::Started(first) = h.hold("d/a", t0) else {
             panic!("a new hold")
         };
-        assert_eq!(
-            h.hold("d/a"),
-            Hold::Already,
-            "the first change held sets the deadline"
-        );
+        // Steps of its objects re-arm it: on a slow API server a pod's way to Ready may take
+        // many times the limit, and the hold lasts as long as the steps keep coming.
+        for i in 1..=6 {
+            assert_eq!(h.hold("d/a", t0 + s(4 * i)), Hold::Already);
+            assert_eq!(
+                h.expire("d/a", first, t0 + s(4 * i + 1)),
+                Expiry::Later(s(4)),
+                "step {i}: re-armed"
+            );
+        }
         assert!(h.holds("d/a"));
+        // No step for the whole limit after the last one (t0 + 24 s): it runs out.
+        assert_eq!(h.expire("d/a", first, t0 + s(28)), Expiry::Later(s(1)));
+        assert_eq!(h.expire("d/a", first, t0 + s(29)), Expiry::Ran);
+        assert!(!h.holds("d/a"));
         // News: the hold ends and none starts until the decision begins.
+        let Hold::Started(second) = h.hold("d/a", t0 + s(30)) else {
+            panic!("held again")
+        };
         h.owe("d/a");
         assert!(!h.holds("d/a"));
-        assert_eq!(h.hold("d/a"), Hold::Refused);
-        assert!(!h.expire("d/a", first), "its timer finds nothing to end");
+        assert_eq!(h.hold("d/a", t0 + s(31)), Hold::Refused);
+        assert_eq!(h.expire("d/a", second, t0 + s(40)), Expiry::Gone);
         h.answered("d/a");
-        let Hold::Started(second) = h.hold("d/a") else {
+        let Hold::Started(third) = h.hold("d/a", t0 + s(41)) else {
             panic!("held again after the decision began")
         };
-        assert!(
-            !h.expire("d/a", first),
+        assert_eq!(
+            h.expire("d/a", second, t0 + s(50)),
+            Expiry::Gone,
             "an old timer does not end a newer hold"
         );
-        assert!(h.expire("d/a", second));
+        assert_eq!(h.expire("d/a", third, t0 + s(50)), Expiry::Ran);
         assert_eq!(h.len(), 0);
         let off = Holds::new(Duration::ZERO);
-        assert_eq!(off.hold("d/a"), Hold::Refused, "off");
+        assert_eq!(off.hold("d/a", t0), Hold::Refused, "off");
         off.owe("d/a");
         assert_eq!(off.len(), 0, "off: nothing remembered");
     }

@@ -1,18 +1,18 @@
 //! A registry, as the host and `wasmop publish` talk to it: resolve a tag to a manifest
 //! digest, pull an artifact by digest (checking its layout, its size against the cap and
 //! every digest on the way), publish one, and read or write the cosign signatures stored
-//! beside it. Every call is bounded by the timeout; the TLS stack is rustls on ring, as for
-//! the API server.
+//! beside it. Every call is bounded by the timeout, and every read in size too
+//! ([`crate::oci::reader`]); the TLS stack is rustls on ring, as for the API server.
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::{Client, Reference};
 
 use crate::oci::artifact::{self, ACCEPTED_MANIFESTS, MANIFEST_MEDIA_TYPE, Packed};
 use crate::oci::credentials::Credentials;
 use crate::oci::error::PullError;
+use crate::oci::reader::{Reader, ReaderOptions, Redirects};
 use crate::runtime::plugin::digest_of;
 
 /// How the host talks to registries.
@@ -26,6 +26,8 @@ pub(crate) struct RemoteOptions {
     pub timeout: Duration,
     /// The largest component accepted, in bytes.
     pub max_bytes: u64,
+    /// Where a registry may redirect a read.
+    pub redirects: Redirects,
 }
 
 impl Default for RemoteOptions {
@@ -35,6 +37,7 @@ impl Default for RemoteOptions {
             extra_roots: Vec::new(),
             timeout: Duration::from_secs(60),
             max_bytes: DEFAULT_MAX_BYTES,
+            redirects: Redirects::SameRegistry,
         }
     }
 }
@@ -52,9 +55,11 @@ pub(crate) struct Pulled {
     pub component: Vec<u8>,
 }
 
-/// One registry, with credentials.
+/// One registry, with credentials: reads through a bounded [`Reader`], pushes with
+/// `oci-client`.
 pub(crate) struct Remote {
     client: Client,
+    reader: Reader,
     credentials: Credentials,
     options: RemoteOptions,
 }
@@ -81,7 +86,21 @@ pub(crate) fn parse(reference: &str) -> Result<Reference, PullError> {
 
 impl Remote {
     /// A client for the registry of the references it is given, with `credentials`.
-    pub(crate) fn new(registry: &str, credentials: Credentials, options: RemoteOptions) -> Self {
+    pub(crate) fn new(
+        registry: &str,
+        credentials: Credentials,
+        options: RemoteOptions,
+    ) -> Result<Self, PullError> {
+        let reader = Reader::new(
+            registry,
+            credentials.clone(),
+            &ReaderOptions {
+                insecure: options.insecure,
+                extra_roots: options.extra_roots.clone(),
+                timeout: options.timeout,
+                redirects: options.redirects,
+            },
+        )?;
         let config = ClientConfig {
             protocol: if options.insecure {
                 ClientProtocol::HttpsExcept(vec![registry.to_string()])
@@ -102,11 +121,12 @@ impl Remote {
             read_timeout: Some(options.timeout),
             ..ClientConfig::default()
         };
-        Remote {
+        Ok(Remote {
             client: Client::new(config),
+            reader,
             credentials,
             options,
-        }
+        })
     }
 
     async fn bounded<T>(
@@ -132,40 +152,42 @@ impl Remote {
     /// The manifest digest `reference` names: its own digest if it has one (checked against
     /// the registry's), else what its tag points at now.
     pub(crate) async fn resolve(&self, reference: &Reference) -> Result<String, PullError> {
-        self.login(reference).await;
-        let auth = self.credentials.auth();
-        self.bounded(
+        self.within(
             reference,
-            self.client.fetch_manifest_digest(reference, &auth),
+            self.reader
+                .resolve(reference, &ACCEPTED_MANIFESTS.join(", ")),
         )
         .await
     }
 
-    /// The raw manifest at `reference` and its digest (checked when the reference has one).
+    /// `work`, bounded by the timeout.
+    async fn within<T>(
+        &self,
+        reference: &Reference,
+        work: impl Future<Output = Result<T, PullError>>,
+    ) -> Result<T, PullError> {
+        tokio::time::timeout(self.options.timeout, work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PullError::Timeout {
+                    reference: reference.whole(),
+                    seconds: self.options.timeout.as_secs(),
+                })
+            })
+    }
+
+    /// The raw manifest at `reference` (at most [`crate::oci::reader::MAX_MANIFEST_BYTES`])
+    /// and its digest (checked when the reference has one).
     pub(crate) async fn manifest(
         &self,
         reference: &Reference,
     ) -> Result<(Vec<u8>, String), PullError> {
-        self.login(reference).await;
-        let auth = self.credentials.auth();
-        let (raw, _) = self
-            .bounded(
-                reference,
-                self.client
-                    .pull_manifest_raw(reference, &auth, ACCEPTED_MANIFESTS),
-            )
-            .await?;
-        let digest = digest_of(&raw);
-        if let Some(want) = reference.digest()
-            && want != digest
-        {
-            return Err(PullError::DigestMismatch {
-                reference: reference.whole(),
-                expected: want.to_string(),
-                actual: digest,
-            });
-        }
-        Ok((raw.to_vec(), digest))
+        self.within(
+            reference,
+            self.reader
+                .manifest(reference, &ACCEPTED_MANIFESTS.join(", ")),
+        )
+        .await
     }
 
     /// The blob `digest` of `reference`'s repository, at most `cap` bytes, checked against
@@ -184,26 +206,9 @@ impl Remote {
                 cap,
             });
         }
-        let work = async {
-            let mut stream = self.client.pull_blob_stream(reference, digest).await?;
-            let mut out = Vec::with_capacity(size as usize);
-            while let Some(chunk) = stream.stream.next().await {
-                let chunk = chunk?;
-                out.extend_from_slice(&chunk);
-                if out.len() as u64 > cap {
-                    return Ok(Err(out.len() as u64));
-                }
-            }
-            Ok(Ok(out))
-        };
         let bytes = self
-            .bounded(reference, work)
-            .await?
-            .map_err(|read| PullError::TooLarge {
-                reference: reference.whole(),
-                size: read,
-                cap,
-            })?;
+            .within(reference, self.reader.blob(reference, digest, cap))
+            .await?;
         let actual = digest_of(&bytes);
         if actual != digest {
             return Err(PullError::DigestMismatch {

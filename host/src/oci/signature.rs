@@ -38,6 +38,12 @@ const P256_SPKI_PREFIX: [u8; 26] = [
     0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
 ];
 
+/// The most signatures one `.sig` manifest may hold: each is a blob read, so a manifest of
+/// thousands is refused before any is read.
+pub(crate) const MAX_SIGNATURES: usize = 64;
+/// The largest simple-signing payload read (cosign's are a few hundred bytes).
+pub(crate) const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
+
 /// The tag cosign stores the signatures of `digest` under: `sha256-<hex>.sig`.
 pub(crate) fn signature_tag(digest: &str) -> String {
     format!("{}.sig", digest.replacen(':', "-", 1))
@@ -141,13 +147,19 @@ impl SigningKey {
     }
 }
 
-/// The simple-signing payload for manifest `digest` of `reference`'s repository.
-pub(crate) fn payload(reference: &Reference, digest: &str) -> Vec<u8> {
-    let repo = format!(
+/// The repository a signature of `reference` names (`critical.identity.docker-reference`):
+/// `REGISTRY/REPOSITORY`, as cosign writes it.
+pub(crate) fn repository_of(reference: &Reference) -> String {
+    format!(
         "{}/{}",
         reference.resolve_registry(),
         reference.repository()
-    );
+    )
+}
+
+/// The simple-signing payload for manifest `digest` of `reference`'s repository.
+pub(crate) fn payload(reference: &Reference, digest: &str) -> Vec<u8> {
+    let repo = repository_of(reference);
     serde_json::to_vec(&json!({
         "critical": {
             "identity": {"docker-reference": repo},
@@ -159,13 +171,38 @@ pub(crate) fn payload(reference: &Reference, digest: &str) -> Vec<u8> {
     .expect("the payload serialises")
 }
 
-/// Whether `payload` is a simple-signing payload for `digest`.
-fn names(payload: &[u8], digest: &str) -> bool {
+/// What a simple-signing payload claims.
+#[derive(Debug, PartialEq, Eq)]
+enum Claim {
+    /// It names `digest` in the repository it was pulled from.
+    Holds,
+    /// It names `digest`, for another repository (`docker-reference`): a signature copied
+    /// beside a copy of the artifact, which cosign's `--check-claims` refuses too.
+    OtherRepository(String),
+    /// Not a payload for `digest`.
+    Other,
+}
+
+/// What `payload` claims of manifest `digest` pulled from `repository`.
+fn claim(payload: &[u8], digest: &str, repository: &str) -> Claim {
     let Ok(doc) = serde_json::from_slice::<serde_json::Value>(payload) else {
-        return false;
+        return Claim::Other;
     };
-    doc["critical"]["type"] == PAYLOAD_TYPE
-        && doc["critical"]["image"]["docker-manifest-digest"] == digest
+    let critical = &doc["critical"];
+    if critical["type"] != PAYLOAD_TYPE || critical["image"]["docker-manifest-digest"] != digest {
+        return Claim::Other;
+    }
+    match critical["identity"]["docker-reference"].as_str() {
+        Some(r) if r == repository => Claim::Holds,
+        Some(r) => Claim::OtherRepository(r.to_string()),
+        None => Claim::OtherRepository("no repository".into()),
+    }
+}
+
+/// Whether `payload` is a simple-signing payload for `digest` of `repository`.
+#[cfg(test)]
+fn names(payload: &[u8], digest: &str, repository: &str) -> bool {
+    claim(payload, digest, repository) == Claim::Holds
 }
 
 /// The cosign signature manifest's config: cosign writes an (empty) image config naming the
@@ -276,6 +313,21 @@ pub(crate) enum Untrusted {
         /// The trusted keys.
         keys: String,
     },
+    /// A trusted key signed the digest for another repository: a signature replayed
+    /// beside a copy of the artifact.
+    #[error(
+        "{digest}: its signature by {key} is for {signed_for}, not {pulled_from}: a signature copied from another repository"
+    )]
+    OtherRepository {
+        /// The manifest digest.
+        digest: String,
+        /// The key that signed it.
+        key: String,
+        /// The repository the payload names.
+        signed_for: String,
+        /// The repository it was pulled from.
+        pulled_from: String,
+    },
     /// The signatures could not be read.
     #[error("{0}")]
     Pull(PullError),
@@ -287,6 +339,7 @@ impl Untrusted {
         match self {
             Untrusted::Unsigned { .. } => "Unsigned",
             Untrusted::BadSignature { .. } => "SignatureInvalid",
+            Untrusted::OtherRepository { .. } => "SignatureRepositoryMismatch",
             Untrusted::Pull(e) => e.reason(),
         }
     }
@@ -303,19 +356,37 @@ pub(crate) struct Verified {
     pub signature: Vec<u8>,
 }
 
-/// The key of `keys` that verifies `signature` over `payload`, a payload naming `digest`.
+/// Why a signature did not count ([`verify_kept`]).
+#[derive(Debug)]
+pub(crate) enum NotKept {
+    /// Not a payload for the digest, or no key verifies it.
+    NoKey,
+    /// A key verifies it, but it names another repository (`.0`), by key `.1`.
+    OtherRepository(String, PublicKey),
+}
+
+/// The key of `keys` that verifies `signature` over `payload`, a payload naming `digest` of
+/// `repository` (the `docker-reference` claim checked, as `cosign verify` does).
 pub(crate) fn verify_kept(
     payload: &[u8],
     signature: &[u8],
     digest: &str,
+    repository: &str,
     keys: &[PublicKey],
-) -> Option<PublicKey> {
-    if !names(payload, digest) {
-        return None;
+) -> Result<PublicKey, NotKept> {
+    let claim = claim(payload, digest, repository);
+    if claim == Claim::Other {
+        return Err(NotKept::NoKey);
     }
-    keys.iter()
+    let key = keys
+        .iter()
         .find(|k| k.verifies(payload, signature))
         .cloned()
+        .ok_or(NotKept::NoKey)?;
+    match claim {
+        Claim::OtherRepository(r) => Err(NotKept::OtherRepository(r, key)),
+        _ => Ok(key),
+    }
 }
 
 /// Which of `keys` signed manifest `digest` of `reference` (the first that verifies).
@@ -341,6 +412,22 @@ pub(crate) async fn verify(
             keys: names_of(),
         });
     };
+    let payloads = manifest
+        .layers
+        .iter()
+        .filter(|l| l.media_type == PAYLOAD_MEDIA_TYPE)
+        .count();
+    if payloads > MAX_SIGNATURES {
+        return Err(Untrusted::Pull(PullError::Transport {
+            reference: reference.whole(),
+            why: format!(
+                "the signature manifest {} holds {payloads} signatures, over {MAX_SIGNATURES}: refused without reading them",
+                signature_tag(digest)
+            ),
+        }));
+    }
+    let repository = repository_of(reference);
+    let mut replayed = None;
     let mut count = 0;
     for layer in manifest
         .layers
@@ -358,16 +445,33 @@ pub(crate) async fn verify(
         count += 1;
         // A payload is small; anything larger is not one.
         let payload = remote
-            .blob(reference, &layer.digest, layer.size.max(0) as u64, 1 << 20)
+            .blob(
+                reference,
+                &layer.digest,
+                layer.size.max(0) as u64,
+                MAX_PAYLOAD_BYTES,
+            )
             .await
             .map_err(Untrusted::Pull)?;
-        if let Some(key) = verify_kept(&payload, &sig, digest, keys) {
-            return Ok(Verified {
-                key,
-                payload,
-                signature: sig,
-            });
+        match verify_kept(&payload, &sig, digest, &repository, keys) {
+            Ok(key) => {
+                return Ok(Verified {
+                    key,
+                    payload,
+                    signature: sig,
+                });
+            }
+            Err(NotKept::OtherRepository(r, key)) => replayed = Some((r, key)),
+            Err(NotKept::NoKey) => {}
         }
+    }
+    if let Some((signed_for, key)) = replayed {
+        return Err(Untrusted::OtherRepository {
+            digest: digest.to_string(),
+            key: format!("{} {}", key.name, key.fingerprint),
+            signed_for,
+            pulled_from: repository,
+        });
     }
     Err(Untrusted::BadSignature {
         digest: digest.to_string(),
@@ -402,8 +506,12 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8TfHFxLqaaFhjWa7rWrCNTp9Ivi+
         let r: Reference = "127.0.0.1:5000/p:v1".parse().unwrap();
         let digest = format!("sha256:{}", "a".repeat(64));
         let p = payload(&r, &digest);
-        assert!(names(&p, &digest));
-        assert!(!names(&p, &format!("sha256:{}", "b".repeat(64))));
+        assert!(names(&p, &digest, "127.0.0.1:5000/p"));
+        assert!(!names(
+            &p,
+            &format!("sha256:{}", "b".repeat(64)),
+            "127.0.0.1:5000/p"
+        ));
         let doc: serde_json::Value = serde_json::from_slice(&p).unwrap();
         assert_eq!(
             doc["critical"]["identity"]["docker-reference"],
@@ -418,6 +526,34 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8TfHFxLqaaFhjWa7rWrCNTp9Ivi+
             signature_tag(&digest),
             format!("sha256-{}.sig", "a".repeat(64))
         );
+    }
+
+    #[test]
+    fn a_signature_counts_only_in_the_repository_it_names() {
+        let key = SigningKey::from_pem(KEY.as_bytes()).unwrap();
+        let public = PublicKey::from_pem(PUB.as_bytes(), "org.pub").unwrap();
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let signed: Reference = "127.0.0.1:5000/plugins/podreplica:v1".parse().unwrap();
+        let p = payload(&signed, &digest);
+        let sig = key.sign(&p);
+        let keys = [public];
+        let here = repository_of(&signed);
+        assert!(verify_kept(&p, &sig, &digest, &here, &keys).is_ok());
+        // The same artifact and signature copied into another repository.
+        let copy: Reference = "127.0.0.1:5000/plugins/copy:v1".parse().unwrap();
+        match verify_kept(&p, &sig, &digest, &repository_of(&copy), &keys) {
+            Err(NotKept::OtherRepository(r, k)) => {
+                assert_eq!(r, here);
+                assert_eq!(k.name, "org.pub");
+            }
+            other => panic!("a replayed signature: {other:?}"),
+        }
+        // Another digest: not a payload for it at all.
+        let other = format!("sha256:{}", "b".repeat(64));
+        assert!(matches!(
+            verify_kept(&p, &sig, &other, &here, &keys),
+            Err(NotKept::NoKey)
+        ));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::rollout::record::Decision;
 use crate::rollout::shadow::{self, ShadowCall};
 use crate::rollout::{Divergence, Role};
 use crate::runtime::{
-    CallError, Entry, EventType, LoadedPlugin, Observed, Outcome, Plan, ReconcileError,
+    CallError, Entry, EventType, LoadedPlugin, Observed, Outcome, Plan, ReconcileError, Reservation,
 };
 use crate::telemetry::metrics::{PluginLabels, RolloutLabels};
 
@@ -85,8 +85,9 @@ fn after(
 
 /// What the decision step produced.
 pub enum Decided {
-    /// A plan to check and carry out.
-    Plan(Plan),
+    /// A plan to check and carry out, with the share of the host's guest-memory budget it
+    /// holds parsed (keep it until the plan is carried out).
+    Plan(Plan, Option<Reservation>),
     /// Nothing to carry out: return this action.
     Done(Action),
 }
@@ -130,11 +131,15 @@ pub async fn decide(
     let copy = (recording || matches!(role, Role::Shadowed(_))).then(|| observed.clone());
     let call_started = Instant::now();
     // A child span of the reconcile: the wait for a call slot and the call itself.
-    let outcome = ctx
+    let (outcome, held) = match ctx
         .sandbox
-        .decide(plugin.clone(), entry, observed, object.clone())
+        .decide_holding(plugin.clone(), entry, observed, object.clone())
         .instrument(tracing::info_span!("decide", ?entry))
-        .await;
+        .await
+    {
+        Ok((answer, held)) => (Ok(answer), held),
+        Err(fault) => (Err(fault), None),
+    };
     ctx.metrics
         .sandbox_call_duration_seconds
         .get_or_create(&labels)
@@ -149,7 +154,7 @@ pub async fn decide(
         recording,
     );
     match outcome {
-        Ok(Ok(plan)) => Ok(Decided::Plan(plan)),
+        Ok(Ok(plan)) => Ok(Decided::Plan(plan, held)),
         Ok(Err(ReconcileError::InvalidSpec(msg))) => {
             tracing::Span::current().record("decision", "invalid-spec");
             tracing::warn!(reason = "InvalidSpec", "{msg}");

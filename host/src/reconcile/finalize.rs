@@ -121,12 +121,14 @@ pub async fn prepare(
             finalizers.push(fin.clone());
             set_finalizers(ctx, info, obj, pref, finalizers).await?;
             // The first decision is owed: the finalizer's echo on the watch brings it (an
-            // echo of the host's own write triggers only what is owed).
-            ctx.triggers.asked(
-                crate::expect::triggers::key_of(pref.namespace.as_deref(), &pref.name),
-                std::time::Instant::now(),
-            );
-            Prepared::Done(Action::await_change())
+            // echo of the host's own write triggers only what is owed), unless the echo
+            // came already: then now.
+            let key = crate::expect::triggers::key_of(pref.namespace.as_deref(), &pref.name);
+            if ctx.expectations.park(&ctx.triggers, key, &pref.uid) {
+                Prepared::Done(Action::requeue(std::time::Duration::ZERO))
+            } else {
+                Prepared::Done(Action::await_change())
+            }
         }
     })
 }

@@ -140,7 +140,11 @@ async fn reconcile_led(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .await;
     if let Err(e) = &result {
         span.record("otel.status_code", "error");
-        span.record("otel.status_description", tracing::field::display(e));
+        // A plugin's error or panic is its own text: cut short on the span.
+        span.record(
+            "otel.status_description",
+            crate::telemetry::traces::status_text(&e.to_string()),
+        );
     }
     ctx.metrics.reconciles.get_or_create(&labels).inc();
     ctx.metrics.recent_reconciles.add(&plugin.info.name);
@@ -253,14 +257,14 @@ async fn gate(
             // Parked: the watch event that settles the last of them triggers this object
             // again (also an echo of its own write, which otherwise would not: see
             // `controller::primary_news`); the requeue is the backstop for expectations
-            // that expire.
-            ctx.triggers.asked(
-                crate::expect::triggers::key_of(
-                    obj.metadata.namespace.as_deref(),
-                    obj.metadata.name.as_deref().unwrap_or_default(),
-                ),
-                Instant::now(),
+            // that expire. Settled between the look and the parking: decide now.
+            let key = crate::expect::triggers::key_of(
+                obj.metadata.namespace.as_deref(),
+                obj.metadata.name.as_deref().unwrap_or_default(),
             );
+            if ctx.expectations.park(&ctx.triggers, key, &pref.uid) {
+                return None;
+            }
             Some(Action::requeue(expires_in + Duration::from_millis(10)))
         }
         Pending::Expired { outstanding } => {
@@ -299,10 +303,12 @@ async fn reconcile_with(
     ctx.holds.answered(key);
     tracing::debug!(asked_ms = ?asked.map(|a| a.elapsed().as_millis()), "deciding");
     let (observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
-    let plan = match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
-        Decided::Plan(plan) => plan,
-        Decided::Done(action) => return Ok(action),
-    };
+    // The parsed plan's share of the guest-memory budget is held until the reconcile ends.
+    let (plan, _held) =
+        match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
+            Decided::Plan(plan, held) => (plan, held),
+            Decided::Done(action) => return Ok(action),
+        };
     record_decision(&plan);
     let mut steps = match ctx.checker.steps(info, &pref, &plan, &owned).await {
         Ok(steps) => steps,

@@ -167,6 +167,8 @@ impl Rejection {
                             | "ArtifactNotFound"
                             | "Unsigned"
                             | "SignatureInvalid"
+                            | "SignatureUntrusted"
+                            | "SignatureRepositoryMismatch"
                     )
             )
     }

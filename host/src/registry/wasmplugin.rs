@@ -198,8 +198,10 @@ pub struct OciSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 5))]
     pub poll_seconds: Option<u64>,
-    /// Keys one of which must have signed the artifact (cosign's key-pair format); also
-    /// required of every OCI source by a host run with `--require-signature`.
+    /// Keys one of which must have signed the artifact (cosign's key-pair format). They
+    /// narrow the host's `--trusted-key`s (only those among them count), never add to
+    /// them unless the host runs with `--allow-plugin-keys`. A host run with
+    /// `--require-signature` requires a signature of every OCI source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_keys: Option<KeysSource>,
 }

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::runtime::budget::{InfoShape, PlanShape};
+use crate::runtime::footprint;
 use crate::runtime::types as plain;
 
 wasmtime::component::bindgen!({
@@ -47,6 +48,9 @@ fn verb(v: wit::Verb) -> plain::Verb {
 pub fn info_from_wit(i: wit::PluginInfo) -> Result<plain::PluginInfo, String> {
     let crd = match i.crd {
         Some(s) => {
+            // Parsed, the CRD may take at most 16 times the largest info (32 MiB).
+            footprint::of_json(&s, 16 * crate::runtime::budget::MAX_INFO_BYTES)
+                .map_err(|e| format!("crd is refused: {e}"))?;
             Some(serde_json::from_str::<Value>(&s).map_err(|e| format!("crd is not JSON: {e}"))?)
         }
         None => None,
@@ -192,6 +196,36 @@ pub fn info_shape(i: &wit::PluginInfo) -> InfoShape {
             + i.version.len()
             + i.crd.as_ref().map_or(0, String::len),
     }
+}
+
+/// The host memory the JSON parts of `p` (its applied objects and its status) take once
+/// parsed, measured without parsing them ([`footprint`]); refused with the reason when
+/// together they would take more than `limit`, nest too deep or are not JSON.
+pub fn plan_footprint(p: &wit::Plan, limit: usize) -> Result<usize, String> {
+    let mut total = 0usize;
+    let parts = p
+        .actions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| match a {
+            wit::Action::Apply(s) => Some((format!("action {i}: apply object"), s)),
+            wit::Action::Delete(_) => None,
+        })
+        .chain(p.status.iter().map(|s| ("status".to_string(), s)));
+    for (what, text) in parts {
+        let left = limit.saturating_sub(total);
+        match footprint::of_json(text, left) {
+            Ok(bytes) => total += bytes,
+            Err(footprint::Refused::TooLarge { .. }) => {
+                return Err(format!(
+                    "the plan's JSON, parsed, would take more than {limit} bytes of host \
+                     memory (the call's memory cap; over it at {what})"
+                ));
+            }
+            Err(e) => return Err(format!("{what} is refused: {e}")),
+        }
+    }
+    Ok(total)
 }
 
 /// Converts a plan, parsing its JSON parts. Limits are checked by the caller first.

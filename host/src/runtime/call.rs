@@ -1,13 +1,15 @@
 //! One call into a plugin: a fresh store with deadline and memory cap, instantiation from
 //! the pre-instantiated component, the exported function, and classification of failures.
 
+use std::sync::Arc;
+
 use wasmtime::{Store, Trap};
 
 use crate::runtime::bindings::{self, PluginBindings, PluginBindingsPre};
 use crate::runtime::budget;
 use crate::runtime::engine::SandboxEngine;
 use crate::runtime::error::CallError;
-use crate::runtime::limits::Limits;
+use crate::runtime::limits::{GuestMemory, Limits, Reservation};
 use crate::runtime::store::{CallContext, StoreData};
 use crate::runtime::types::{Observed, Plan, PluginInfo, ReconcileError};
 
@@ -24,14 +26,14 @@ use crate::runtime::types::{Observed, Plan, PluginInfo, ReconcileError};
 /// resources, and every failure comes
 /// back as a [`CallError`], never as a panic. Blocking: call it off the async executor.
 pub(crate) fn with_instance<R>(
-    engine: &SandboxEngine,
+    (engine, memory): (&SandboxEngine, &Arc<GuestMemory>),
     pre: &PluginBindingsPre<StoreData>,
     limits: &Limits,
     ctx: CallContext,
     fuel: usize,
     f: impl FnOnce(&mut Store<StoreData>, &PluginBindings) -> wasmtime::Result<R>,
 ) -> Result<R, CallError> {
-    let data = StoreData::new(limits, ctx, engine.guest_memory().clone());
+    let data = StoreData::new(limits, ctx, memory.clone());
     let mut store = Store::new(engine.engine(), data);
     store.limiter(|d| &mut d.limiter);
     store.set_hostcall_fuel(fuel);
@@ -83,9 +85,14 @@ pub(crate) fn call_info(
 ) -> Result<Result<PluginInfo, String>, CallError> {
     let ctx = CallContext::default();
     let fuel = bindings::info_fuel();
-    let raw = with_instance(engine, pre, limits, ctx, fuel, |store, b| {
-        b.call_info(store)
-    })?;
+    let raw = with_instance(
+        (engine, engine.guest_memory()),
+        pre,
+        limits,
+        ctx,
+        fuel,
+        |store, b| b.call_info(store),
+    )?;
     if let Err(e) = budget::check_info(bindings::info_shape(&raw)) {
         return Ok(Err(e));
     }
@@ -101,35 +108,54 @@ pub enum Entry {
     Cleanup,
 }
 
+/// A decision's answer, with the host memory its parsed plan holds (`None` for an error
+/// answer): the reservation is charged to the host-wide guest-memory budget until dropped.
+pub(crate) type Held = (Result<Plan, ReconcileError>, Option<Reservation>);
+
 /// Calls `reconcile` or `cleanup`, checks the answer against the output budget
 /// ([`budget`]) and converts it. The answer is copied out of the guest under a hostcall
 /// fuel of [`bindings::answer_fuel`]: an answer whose copy would be larger than any answer
 /// within the limits is refused before the host allocates it; within that, the exact
-/// limits are checked on the copy.
+/// limits are checked on the copy. Its JSON parts are then measured before they are parsed
+/// ([`crate::runtime::footprint`]): parsed, they may take at most the call's own memory cap, and only what
+/// `memory` (the host-wide budget of its kind of call) has room for
+/// ([`CallError::HostMemory`] otherwise); the plan holds
+/// that share of the budget for as long as the returned reservation lives.
 pub(crate) fn call_decide(
-    engine: &SandboxEngine,
+    (engine, memory): (&SandboxEngine, &Arc<GuestMemory>),
     pre: &PluginBindingsPre<StoreData>,
     limits: &Limits,
     ctx: CallContext,
     entry: Entry,
     observed: &Observed,
-) -> Result<Result<Plan, ReconcileError>, CallError> {
+) -> Result<Held, CallError> {
     let input = bindings::observed_to_wit(observed);
     let fuel = bindings::answer_fuel(limits);
-    let raw = with_instance(engine, pre, limits, ctx, fuel, |store, b| match entry {
-        Entry::Reconcile => b.call_reconcile(store, &input),
-        Entry::Cleanup => b.call_cleanup(store, &input),
-    })?;
+    let raw = with_instance(
+        (engine, memory),
+        pre,
+        limits,
+        ctx,
+        fuel,
+        |store, b| match entry {
+            Entry::Reconcile => b.call_reconcile(store, &input),
+            Entry::Cleanup => b.call_cleanup(store, &input),
+        },
+    )?;
     let plan = match raw {
         Ok(plan) => plan,
         Err(e) => {
             budget::check_error(bindings::error_bytes(&e), limits)
                 .map_err(CallError::InvalidOutput)?;
-            return Ok(Err(bindings::error_from_wit(e)));
+            return Ok((Err(bindings::error_from_wit(e)), None));
         }
     };
     budget::check_plan(bindings::plan_shape(&plan), limits).map_err(CallError::InvalidOutput)?;
-    bindings::plan_from_wit(plan)
-        .map(Ok)
-        .map_err(CallError::InvalidOutput)
+    let parsed =
+        bindings::plan_footprint(&plan, limits.memory_bytes).map_err(CallError::InvalidOutput)?;
+    let held = memory
+        .reserve(parsed)
+        .ok_or(CallError::HostMemory(memory.limit()))?;
+    let plan = bindings::plan_from_wit(plan).map_err(CallError::InvalidOutput)?;
+    Ok((Ok(plan), Some(held)))
 }

@@ -27,9 +27,12 @@ pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 32;
 pub struct EngineConfig {
     /// Number of instances that may be alive at once (calls in flight plus loading).
     pub max_instances: u32,
-    /// Guest memory the host hands out at once over all calls ([`GuestMemory`]);
-    /// `usize::MAX` for no budget beyond each call's cap.
+    /// Guest memory the host hands out at once over all calls of active versions
+    /// ([`GuestMemory`]); `usize::MAX` for no budget beyond each call's cap.
     pub guest_memory_bytes: usize,
+    /// The candidates' own budget (shadow decisions), apart from the active versions':
+    /// a candidate at its cap never takes memory an active decision needs.
+    pub candidate_memory_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -37,6 +40,7 @@ impl Default for EngineConfig {
         EngineConfig {
             max_instances: 64,
             guest_memory_bytes: usize::MAX,
+            candidate_memory_bytes: usize::MAX,
         }
     }
 }
@@ -53,6 +57,7 @@ struct Inner {
     engine: Engine,
     functions: Arc<FunctionCache>,
     guest_memory: Arc<GuestMemory>,
+    candidate_memory: Arc<GuestMemory>,
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
 }
@@ -117,6 +122,7 @@ impl SandboxEngine {
                 engine,
                 functions,
                 guest_memory: GuestMemory::new(cfg.guest_memory_bytes),
+                candidate_memory: GuestMemory::new(cfg.candidate_memory_bytes),
                 stop,
                 ticker: Some(ticker),
             }),
@@ -128,9 +134,14 @@ impl SandboxEngine {
         &self.inner.engine
     }
 
-    /// The guest memory budget every call draws on.
+    /// The guest memory budget the calls of active versions draw on (and `info()`).
     pub fn guest_memory(&self) -> &Arc<GuestMemory> {
         &self.inner.guest_memory
+    }
+
+    /// The candidates' own guest memory budget.
+    pub fn candidate_memory(&self) -> &Arc<GuestMemory> {
+        &self.inner.candidate_memory
     }
 
     /// The compiled functions kept for the next version (see [`FunctionCache`]).

@@ -107,6 +107,36 @@ impl GuestMemory {
     fn give_back(&self, bytes: usize) {
         self.used.fetch_sub(bytes, Ordering::SeqCst);
     }
+
+    /// Takes `bytes` of the budget for host memory a call's answer holds (its parsed JSON,
+    /// [`crate::runtime::footprint`]) until the returned reservation is dropped; `None` if
+    /// they do not fit.
+    pub fn reserve(self: &Arc<Self>, bytes: usize) -> Option<Reservation> {
+        self.take(bytes).then(|| Reservation {
+            host: self.clone(),
+            bytes,
+        })
+    }
+}
+
+/// Bytes of the host-wide [`GuestMemory`] budget held for an answer until it is dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    host: Arc<GuestMemory>,
+    bytes: usize,
+}
+
+impl Reservation {
+    /// The bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.host.give_back(self.bytes);
+    }
 }
 
 /// Enforces the memory cap of one store and its share of the host's [`GuestMemory`], and
@@ -199,6 +229,22 @@ mod tests {
         assert!(b.memory_growing(1 << 20, 2 << 20, None).unwrap());
         drop(b);
         assert_eq!((host.in_use(), host.peak()), (0, 3 << 20));
+    }
+
+    #[test]
+    fn answers_held_share_the_budget_with_guest_memory() {
+        let host = GuestMemory::new(3 << 20);
+        let mut guest = MemoryLimiter::new(2 << 20, host.clone());
+        assert!(guest.memory_growing(0, 2 << 20, None).unwrap());
+        assert!(host.reserve(2 << 20).is_none(), "1 MiB left");
+        let answer = host.reserve(1 << 20).expect("fits");
+        assert_eq!(host.in_use(), 3 << 20);
+        // A guest cannot grow into what an answer holds.
+        let mut other = MemoryLimiter::new(2 << 20, host.clone());
+        assert!(!other.memory_growing(0, 64 << 10, None).unwrap());
+        drop(answer);
+        drop(guest);
+        assert_eq!(host.in_use(), 0);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! Split by concern: [`engine`] (engine and epoch ticker), [`function_cache`] (compiled
 //! functions kept for the next version), [`limits`] (per-call limits),
 //! [`store`] (what a store holds), `wasi` (the WASI a plugin gets), [`plugin`] (a loaded version), [`call`] (one call and
-//! failure classification), [`budget`] (limits on what a plugin returns), [`validate`] (checks of `info()`), [`outcome`] (a decision's result as data), [`types`] (plain types of
+//! failure classification), [`budget`] (limits on what a plugin returns), [`footprint`] (what an answer costs parsed), [`validate`] (checks of `info()`), [`outcome`] (a decision's result as data), [`types`] (plain types of
 //! the contract) and `bindings` (the generated code, private).
 
 mod bindings;
@@ -13,6 +13,7 @@ pub mod call;
 pub(crate) mod disk;
 pub mod engine;
 pub mod error;
+pub mod footprint;
 pub mod function_cache;
 pub mod limits;
 pub mod outcome;
@@ -26,9 +27,9 @@ pub(crate) mod wasi;
 pub use call::Entry;
 pub use engine::{EngineConfig, SandboxEngine};
 pub use error::{CallError, LoadError};
-pub use limits::{GuestMemory, Limits};
+pub use limits::{GuestMemory, Limits, Reservation};
 pub use outcome::Outcome;
 pub use plugin::{LoadedPlugin, digest_of};
-pub use sandbox::{COMPILED_KEPT, Sandbox, candidate_share};
+pub use sandbox::{COMPILED_KEPT, Sandbox, candidate_share, memory_parts};
 pub use store::CallContext;
 pub use types::*;

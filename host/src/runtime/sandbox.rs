@@ -12,7 +12,7 @@ use crate::runtime::bindings::{PluginBindingsPre, add_host_to_linker};
 use crate::runtime::call::{self, Entry};
 use crate::runtime::engine::{EngineConfig, SandboxEngine};
 use crate::runtime::error::{CallError, LoadError};
-use crate::runtime::limits::Limits;
+use crate::runtime::limits::{Limits, Reservation};
 use crate::runtime::plugin::{LoadedPlugin, check_header, digest_of};
 use crate::runtime::store::{CallContext, StoreData};
 use crate::runtime::types::{Observed, Plan, ReconcileError};
@@ -22,6 +22,29 @@ use crate::runtime::validate::validate_info;
 /// at least one, on top of them.
 pub fn candidate_share(max_concurrent_calls: usize) -> usize {
     (max_concurrent_calls / 4).max(1)
+}
+
+/// `total` bytes of guest memory split between `active` and `candidate` calls: the
+/// candidates' part in proportion to their number of calls, at least a quarter (room for
+/// one call of an interpreted language's candidate beside a Rust one); no budget
+/// (`usize::MAX`) stays none for both.
+pub fn split_memory(total: usize, active: usize, candidate: usize) -> (usize, usize) {
+    if total == usize::MAX {
+        return (usize::MAX, usize::MAX);
+    }
+    let calls = (active + candidate).max(1) as u128;
+    let theirs = ((total as u128 * candidate as u128 / calls) as usize).max(total / 4);
+    (total - theirs, theirs)
+}
+
+/// How [`Sandbox::with_guest_memory`] splits `total` for `max_concurrent_calls`: (the active
+/// versions' part, the candidates').
+pub fn memory_parts(total: usize, max_concurrent_calls: usize) -> (usize, usize) {
+    split_memory(
+        total,
+        max_concurrent_calls,
+        candidate_share(max_concurrent_calls),
+    )
 }
 
 /// Compiled components kept for a version offered again (a restart of its controller, a
@@ -87,15 +110,21 @@ impl Sandbox {
 
     /// A sandbox that runs at most `max_concurrent_calls` calls at once, whose guest
     /// memories together never exceed `guest_memory_bytes` ([`crate::runtime::limits::GuestMemory`]).
+    /// The candidates' calls have their own part of it, in proportion to their share of the
+    /// calls ([`candidate_share`]): the active versions' calls never fail for a
+    /// candidate's memory.
     pub fn with_guest_memory(
         max_concurrent_calls: usize,
         guest_memory_bytes: usize,
     ) -> anyhow::Result<Self> {
-        let calls = max_concurrent_calls + candidate_share(max_concurrent_calls);
+        let candidates = candidate_share(max_concurrent_calls);
+        let calls = max_concurrent_calls + candidates;
         let max_instances = (calls as u32 * 2 + 8).max(16);
+        let (active, candidate) = memory_parts(guest_memory_bytes, max_concurrent_calls);
         let engine = SandboxEngine::new(EngineConfig {
             max_instances,
-            guest_memory_bytes,
+            guest_memory_bytes: active,
+            candidate_memory_bytes: candidate,
         })
         .map_err(|e| anyhow::anyhow!("creating the wasmtime engine: {e:#}"))?;
         let mut linker = Linker::new(engine.engine());
@@ -299,6 +328,31 @@ impl Sandbox {
         observed: &Observed,
         object: &str,
     ) -> Result<Result<Plan, ReconcileError>, CallError> {
+        self.decide_held(plugin, entry, observed, object)
+            .map(|(answer, _)| answer)
+    }
+
+    /// [`Sandbox::decide_blocking`], with the share of the host's guest-memory budget the
+    /// parsed plan holds until the reservation is dropped.
+    fn decide_held(
+        &self,
+        plugin: &LoadedPlugin,
+        entry: Entry,
+        observed: &Observed,
+        object: &str,
+    ) -> Result<call::Held, CallError> {
+        self.decide_in(self.engine.guest_memory(), plugin, entry, observed, object)
+    }
+
+    /// A decision whose guest memory and parsed answer draw on `memory`.
+    fn decide_in(
+        &self,
+        memory: &Arc<crate::runtime::limits::GuestMemory>,
+        plugin: &LoadedPlugin,
+        entry: Entry,
+        observed: &Observed,
+        object: &str,
+    ) -> Result<call::Held, CallError> {
         let ctx = CallContext {
             plugin: plugin.info.name.clone(),
             version: plugin.info.version.clone(),
@@ -307,7 +361,7 @@ impl Sandbox {
             seed: observed.seed,
         };
         call::call_decide(
-            &self.engine,
+            (&self.engine, memory),
             &plugin.pre,
             &plugin.limits,
             ctx,
@@ -325,7 +379,22 @@ impl Sandbox {
         observed: Observed,
         object: String,
     ) -> Result<Result<Plan, ReconcileError>, CallError> {
-        self.decide_within(&self.permits, plugin, entry, observed, object)
+        self.decide_holding(plugin, entry, observed, object)
+            .await
+            .map(|(answer, _)| answer)
+    }
+
+    /// [`Sandbox::decide`], with the share of the host's guest-memory budget the parsed
+    /// plan holds: keep the reservation for as long as the plan lives (a reconcile keeps it
+    /// until its writes are done).
+    pub async fn decide_holding(
+        &self,
+        plugin: Arc<LoadedPlugin>,
+        entry: Entry,
+        observed: Observed,
+        object: String,
+    ) -> Result<(Result<Plan, ReconcileError>, Option<Reservation>), CallError> {
+        self.decide_within(false, plugin, entry, observed, object)
             .await
     }
 
@@ -339,18 +408,26 @@ impl Sandbox {
         observed: Observed,
         object: String,
     ) -> Result<Result<Plan, ReconcileError>, CallError> {
-        self.decide_within(&self.candidate_permits, plugin, entry, observed, object)
+        self.decide_within(true, plugin, entry, observed, object)
             .await
+            .map(|(answer, _)| answer)
     }
 
+    /// A decision in the active versions' share of calls and memory, or (`candidate`) in
+    /// the candidates' own.
     async fn decide_within(
         &self,
-        permits: &Arc<Semaphore>,
+        candidate: bool,
         plugin: Arc<LoadedPlugin>,
         entry: Entry,
         observed: Observed,
         object: String,
-    ) -> Result<Result<Plan, ReconcileError>, CallError> {
+    ) -> Result<call::Held, CallError> {
+        let permits = if candidate {
+            &self.candidate_permits
+        } else {
+            &self.permits
+        };
         let permit = permits
             .clone()
             .acquire_owned()
@@ -362,7 +439,12 @@ impl Sandbox {
         let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            span.in_scope(|| this.decide_blocking(&plugin, entry, &observed, &object))
+            let memory = if candidate {
+                this.engine.candidate_memory().clone()
+            } else {
+                this.engine.guest_memory().clone()
+            };
+            span.in_scope(|| this.decide_in(&memory, &plugin, entry, &observed, &object))
         })
         .await
         .unwrap_or_else(|e| Err(CallError::Unavailable(format!("call task failed: {e}"))))

@@ -13,6 +13,11 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 use crate::runtime::bindings::{HostImports, Level};
 use crate::runtime::limits::{GuestMemory, Limits, MemoryLimiter};
 
+/// The `tracing` target of every line a guest wrote (its `log` calls, its stdout and
+/// stderr): in the host's log as any other line; exported to traces only when the host is
+/// told to (`--trace-guest-logs`).
+pub const GUEST_TARGET: &str = "wasmop::guest";
+
 /// Most WASI resources (pollables, streams) one call may hold at once.
 pub const MAX_RESOURCES: usize = 1024;
 
@@ -151,6 +156,7 @@ impl StoreData {
             let bytes = pipe.contents();
             for line in String::from_utf8_lossy(&bytes).lines() {
                 tracing::info!(
+                    target: GUEST_TARGET,
                     plugin = %self.ctx.plugin,
                     version = %self.ctx.version,
                     object = %self.ctx.object,
@@ -199,19 +205,19 @@ impl HostImports for StoreData {
         let c = &self.ctx;
         match level {
             Level::Trace => {
-                tracing::trace!(plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
+                tracing::trace!(target: GUEST_TARGET, plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
             }
             Level::Debug => {
-                tracing::debug!(plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
+                tracing::debug!(target: GUEST_TARGET, plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
             }
             Level::Info => {
-                tracing::info!(plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
+                tracing::info!(target: GUEST_TARGET, plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
             }
             Level::Warn => {
-                tracing::warn!(plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
+                tracing::warn!(target: GUEST_TARGET, plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
             }
             Level::Error => {
-                tracing::error!(plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
+                tracing::error!(target: GUEST_TARGET, plugin = %c.plugin, version = %c.version, object = %c.object, "{message}")
             }
         }
     }

@@ -26,6 +26,23 @@ pub const SERVICE_NAME: &str = "wasmop";
 /// `HTTP` spans, say) are not exported.
 const EXPORTED_TARGET: &str = "wasmop";
 
+// Guest lines (`runtime::store::GUEST_TARGET`) are exported as span events only with
+// `--trace-guest-logs`: a plugin may log what it read, a Secret's value say, and the trace
+// backend is another audience than the host's log.
+use crate::runtime::store::GUEST_TARGET;
+
+/// The most characters of an error's text recorded on a span (`otel.status_description`):
+/// a plugin's error message, or a panic's, is its own text.
+pub const MAX_STATUS_CHARS: usize = 256;
+
+/// `text` cut to [`MAX_STATUS_CHARS`], for a span's status.
+pub fn status_text(text: &str) -> String {
+    match text.char_indices().nth(MAX_STATUS_CHARS) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
 /// The one OTLP protocol built in.
 const PROTOCOL: &str = "http/protobuf";
 
@@ -43,6 +60,20 @@ pub enum TracesError {
         /// What it asked for.
         value: String,
     },
+}
+
+/// What is exported: the host's own spans and events at `info` and above, guest lines
+/// ([`GUEST_TARGET`]) only with `guest_logs`.
+fn export_filter(guest_logs: bool) -> Targets {
+    let guests = if guest_logs {
+        LevelFilter::INFO
+    } else {
+        LevelFilter::OFF
+    };
+    Targets::new()
+        .with_target(EXPORTED_TARGET, LevelFilter::INFO)
+        .with_target(GUEST_TARGET, guests)
+        .with_default(LevelFilter::OFF)
 }
 
 /// Whether the environment asks for trace export (`env` reads a variable).
@@ -89,7 +120,7 @@ impl Traces {
 /// The OpenTelemetry layer and its exporter when [`requested`] by the process's environment;
 /// `Ok(None)` when not (nothing is built: no thread, no connection, no cost beyond the
 /// spans the log already has). An error is a configuration the exporter refuses.
-pub fn layer<S>() -> Result<Option<(impl Layer<S>, Traces)>, TracesError>
+pub fn layer<S>(guest_logs: bool) -> Result<Option<(impl Layer<S>, Traces)>, TracesError>
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
 {
@@ -112,18 +143,35 @@ where
         .with_resource(resource.build())
         .build();
     let tracer = provider.tracer(SERVICE_NAME);
-    let filter = Targets::new()
-        .with_target(EXPORTED_TARGET, LevelFilter::INFO)
-        .with_default(LevelFilter::OFF);
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
-        .with_filter(filter);
+        .with_filter(export_filter(guest_logs));
     Ok(Some((layer, Traces { provider })))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_keeps_at_most_its_share_of_an_error() {
+        assert_eq!(status_text("short"), "short");
+        let long = "s".repeat(10_000);
+        let cut = status_text(&long);
+        assert_eq!(cut.chars().count(), MAX_STATUS_CHARS + 1);
+    }
+
+    #[test]
+    fn guest_lines_are_exported_only_when_asked() {
+        let info = &tracing::Level::INFO;
+        let off = export_filter(false);
+        assert!(off.would_enable("wasmop::reconcile", info));
+        assert!(!off.would_enable(GUEST_TARGET, &tracing::Level::ERROR));
+        assert!(!off.would_enable("kube_client", info));
+        let on = export_filter(true);
+        assert!(on.would_enable(GUEST_TARGET, info));
+        assert!(!on.would_enable(GUEST_TARGET, &tracing::Level::DEBUG));
+    }
 
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let vars: Vec<(String, String)> = vars

@@ -228,3 +228,77 @@ async fn hostile_plugin_does_not_stop_podreplica() {
     })
     .await;
 }
+
+/// Objects of a plugin that declares a finalizer: the first reconcile adds it and ends; the
+/// echo of that write must bring the first decision. 600 applied at once, every one
+/// decided (its status written by the plugin), whichever came first on the host: the
+/// echo on the watch or the reconcile noting that it waits for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_object_of_a_finalizer_plugin_gets_its_first_decision() {
+    use futures::StreamExt;
+    const OBJECTS: usize = 600;
+    let cluster = Cluster::start("first-decision");
+    let _host = Host::start(&cluster, &["wasmop_hostile.wasm"], &[], &[]);
+    let client = cluster.client().await;
+    let hostile = hostile_resource();
+    wait_for_crd(&client, &hostile).await;
+    let started = std::time::Instant::now();
+    futures::stream::iter(0..OBJECTS)
+        .map(|i| {
+            let (client, hostile) = (client.clone(), hostile.clone());
+            async move {
+                apply(
+                    &client,
+                    &hostile,
+                    "default",
+                    &json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Hostile",
+                    "metadata": {"name": format!("first-{i}"), "namespace": "default"},
+                    "spec": {"mode": "ok"}}),
+                )
+                .await
+                .unwrap();
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), "default", &hostile);
+    let undecided = || async {
+        let list = api.list(&Default::default()).await.unwrap();
+        let finalized = list
+            .items
+            .iter()
+            .filter(|o| {
+                o.metadata
+                    .finalizers
+                    .as_ref()
+                    .is_some_and(|f| !f.is_empty())
+            })
+            .count();
+        let names: Vec<String> = list
+            .items
+            .iter()
+            .filter(|o| o.data["status"]["mode"] != "ok")
+            .filter_map(|o| o.metadata.name.clone())
+            .collect();
+        (finalized, names)
+    };
+    // No decision is owed to a timer here: one that is lost is never made. The bound is
+    // far above what 600 decisions take, and only there to end the test.
+    let deadline = started + Duration::from_secs(180);
+    let (finalized, left) = loop {
+        let (finalized, left) = undecided().await;
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            break (finalized, left);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!(
+        "{OBJECTS} objects with a finalizer: {finalized} finalized, all but {} decided after {:?}",
+        left.len(),
+        started.elapsed()
+    );
+    assert_eq!(finalized, OBJECTS, "every object got the finalizer");
+    assert!(left.is_empty(), "never decided: {left:?}");
+}

@@ -10,10 +10,17 @@
 //!   naming the digest and the key; the signed one runs and the status names its signer;
 //! - the registry goes away: the running plugin keeps working, and a host restarted with
 //!   its warm disk cache (and `--require-signature`) loads v2 without the registry,
-//!   compiling nothing.
+//!   compiling nothing;
+//! - trust roots are the admin's: on a host with `--trusted-key`, an uploader's own key
+//!   named through `publicKeys` is refused (`SignatureUntrusted`), the admin's key narrows,
+//!   a signature copied with its artifact into another repository is refused;
+//! - plain HTTP needs the host's `--allow-insecure-registries`; a hostile registry (endless
+//!   manifest, endless error body, a redirect elsewhere, a `.sig` of 10,000 signatures) is
+//!   refused with a reason while v2 keeps deciding and the host's peak memory stays flat.
 
 use std::time::Duration;
 
+use crate::support::hostile_registry::HostileRegistry;
 use crate::support::registry::{Registry, keypair};
 use crate::support::uploads::*;
 use crate::support::*;
@@ -375,6 +382,24 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     assert!(message.contains("name the registry in full"), "{message}");
     drop(other);
 
+    // Plain HTTP: refused by a host not started with --allow-insecure-registries, before
+    // anything is sent (nothing listens on port 9).
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &[
+            "push",
+            "podreplica",
+            "oci://127.0.0.1:9/plugins/podreplica:v1",
+            "--insecure",
+            "--pull-secret",
+            "regcred",
+        ],
+    );
+    assert!(!ok, "{text}");
+    let (message, status) = wait_reason(&client, "InsecureNotAllowed", 30).await;
+    assert!(message.contains("--allow-insecure-registries"), "{message}");
+    assert_eq!(status["pluginVersion"], "0.1.0-v2", "{status}");
+
     // Signatures: the WasmPlugin trusts key A.
     cluster.apply_yaml(
         &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -452,8 +477,10 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     assert!(host.terminate(Duration::from_secs(15)));
     let pub_a_s = pub_a.to_str().unwrap().to_string();
     let mut args = host_args.to_vec();
-    // Also a small size cap and a short pull timeout, for the last refusals below.
+    // Also a small size cap and a short pull timeout, for the last refusals below, and
+    // plain HTTP allowed for the hostile registry.
     args.extend([
+        "--allow-insecure-registries",
         "--require-signature",
         "--trusted-key",
         &pub_a_s,
@@ -518,6 +545,98 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     );
     assert_eq!(status["pluginVersion"], "0.1.0-v2");
 
+    // Trust roots are the admin's: the host trusts key A alone (--trusted-key). An
+    // uploader's own key B, named through publicKeys, does not make by-b's signature count.
+    cluster.apply_yaml(
+        &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "mine", "namespace": "default"},
+            "data": {"b.pub": std::fs::read_to_string(keys.0.join("b.pub")).unwrap()}}))
+        .unwrap(),
+    );
+    let r = format!("oci://{}:by-b", reg.repo("plugins/podreplica"));
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &[
+            "push",
+            "podreplica",
+            &r,
+            "--pull-secret",
+            "regcred",
+            "--public-keys",
+            "mine",
+        ],
+    );
+    assert!(!ok, "{text}");
+    let (message, status) = wait_reason(&client, "SignatureUntrusted", 30).await;
+    println!("# SignatureUntrusted: {message}");
+    assert!(
+        message.contains(&by_b)
+            && message.contains("ConfigMap default/mine key b.pub")
+            && message.contains(&pub_a_s),
+        "{message}"
+    );
+    assert_eq!(status["pluginVersion"], "0.1.0-v2", "{status}");
+    assert!(
+        status["artifact"]["signedBy"].is_null()
+            || !status["artifact"]["signedBy"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("b.pub"),
+        "{status}"
+    );
+    // Naming the admin's key narrows to it: the org-signed artifact runs, signed by the
+    // host's key as the admin named it.
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &[
+            "push",
+            "podreplica",
+            &v2_ref,
+            "--pull-secret",
+            "regcred",
+            "--public-keys",
+            "trusted",
+        ],
+    );
+    assert!(ok, "{text}");
+    let (_, status) = wait_reason(&client, "Loaded", 30).await;
+    assert!(
+        status["artifact"]["signedBy"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&pub_a_s),
+        "{status}"
+    );
+    // The org-signed artifact and its signature copied into another repository (as `oras
+    // cp` copies them): the signature names the first repository, and is refused here.
+    let bin = tools();
+    let scratch = Scratch::new("copy");
+    let from = reg.repo("plugins/podreplica");
+    let to = reg.repo("plugins/copy");
+    let sig_tag = format!("sha256-{}.sig", v2.trim_start_matches("sha256:"));
+    for tag in ["v2", sig_tag.as_str()] {
+        let (ok, text) = run_tool(
+            &reg,
+            &scratch.0,
+            &bin.join("oras"),
+            &["cp", &format!("{from}:{tag}"), &format!("{to}:{tag}")],
+        );
+        assert!(ok, "oras cp {tag}: {text}");
+    }
+    let r = format!("oci://{to}:v2");
+    let (ok, text) = wasmop_on(
+        &cluster,
+        &["push", "podreplica", &r, "--pull-secret", "regcred"],
+    );
+    assert!(!ok, "{text}");
+    let (message, status) = wait_reason(&client, "SignatureRepositoryMismatch", 30).await;
+    println!("# SignatureRepositoryMismatch: {message}");
+    assert!(
+        message.contains(&v2) && message.contains("plugins/copy") && message.contains(&from),
+        "{message}"
+    );
+    assert_eq!(status["pluginVersion"], "0.1.0-v2", "{status}");
+
     // Over the size cap (600,000 bytes; PodReplica is 0.9 MB): refused before the download.
     reg.publish(
         &dir.join("podreplica_renamed.wasm"),
@@ -563,6 +682,65 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         held.join().unwrap() >= 1,
         "the host connected to the hung registry"
     );
+
+    // A registry that breaks the rules (plain HTTP, allowed here by
+    // --allow-insecure-registries): every body is read only up to its cap, a redirect to
+    // another address is not followed, a `.sig` of 10,000 signatures is refused unread;
+    // v2 keeps deciding, and the host's peak memory does not grow with what was sent.
+    let peak_before = vm_hwm_kib(host.pid());
+    let hostile =
+        HostileRegistry::start(reg.get_manifest("plugins/podreplica", &v2), "127.0.0.1:9");
+    for (repo, words) in [
+        ("endless/p", "the manifest is over 4194304 bytes"),
+        ("error-body/p", "the registry answered 500"),
+        ("redirect/p", "redirected to 127.0.0.1:9"),
+        ("signatures/p", "holds 10000 signatures, over 64"),
+    ] {
+        let r = format!("oci://{}/{repo}:v1", hostile.address);
+        let (ok, text) = wasmop_on(&cluster, &["push", "podreplica", &r, "--insecure"]);
+        assert!(!ok, "{repo}: {text}");
+        let (message, status) = eventually(
+            Duration::from_secs(30),
+            &format!("{repo} refused"),
+            || async {
+                let (_, reason, m, s) = ready(&client).await?;
+                (reason == "PullFailed" && m.contains(repo)).then_some((m, s))
+            },
+        )
+        .await;
+        println!("# {repo}: {message}");
+        assert!(message.contains(words), "{repo}: {message}");
+        assert!(
+            message.len() < 2048,
+            "{repo}: a body reached the message: {message}"
+        );
+        assert_eq!(status["pluginVersion"], "0.1.0-v2", "{repo}: {status}");
+    }
+    assert!(hostile.requests("endless") >= 1 && hostile.requests("redirect") >= 1);
+    assert_eq!(
+        hostile.requests("signatures blob"),
+        0,
+        "no signature of the 10,000 was read"
+    );
+    apply(&client, &podreplica_resource(), "default", &pr("oci-2", 2))
+        .await
+        .unwrap();
+    converged_by(&client, "oci-2", 2, "(v2)").await;
+    let grown = vm_hwm_kib(host.pid()).saturating_sub(peak_before);
+    println!("# the hostile registry: the host's peak memory grew by {grown} KiB");
+    assert!(grown < 32 << 10, "the host's peak grew by {grown} KiB");
+}
+
+/// The most memory process `pid` held at once so far (`VmHWM`), in KiB.
+fn vm_hwm_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// The cached bin directory of cosign and oras (`tests/registry/build-tools`; `make tools`).

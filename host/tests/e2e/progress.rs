@@ -1,17 +1,19 @@
 //! End to end: a primary is decided when the objects it controls come to rest, not at every
-//! step of their way. 300 PodReplicas applied at 3, then 5, then 2, on a host whose holds
-//! last at most 5 s (`--progress-hold-ms 5000`, so a hold that ends by its timer and not by
-//! the last pod is plain in the figures). For each phase:
+//! step of their way. 300 PodReplicas applied at 3, then 5, then 2, on a host with the
+//! default wait (`--progress-hold-ms` 30 s without a step of the pods: a wait that ends by
+//! its timer and not by the last pod is counted in `wasmop_progress_holds_expired_total`,
+//! asserted zero). However slow the machine, the pods keep making steps, so the count does
+//! not depend on how long they take to get Ready. For each phase:
 //! - every PodReplica converges in about two decisions (one that creates or deletes, one
 //!   when the last pod is Running or gone): reconciles at most 2.2 per PodReplica, from
 //!   the host's own metric;
 //! - a watch of the pods and the PodReplicas times, per PodReplica, how long after the pod
 //!   that completed it (the last one Ready, or the last one gone) its status said so: the
-//!   slowest of 300 far below the 5 s hold;
+//!   slowest of 300 below the wait, none released by a timer;
 //! - the sampler never sees a PodReplica with more live pods than its size.
 //!
-//! Then news still decides at once: a pod deleted by someone else is replaced within 2 s (a
-//! held change would wait 5 s).
+//! Then news still decides at once: a pod deleted by someone else is replaced well within
+//! the wait (a held change would wait all of it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,7 +28,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
 const REPLICAS: usize = 300;
-const HOLD: Duration = Duration::from_secs(5);
+/// The host's default `--progress-hold-ms`.
+const HOLD: Duration = Duration::from_secs(30);
 
 /// What the watch saw, per PodReplica UID: when its pods last reached the size in force
 /// (all Ready, none more), and when its status first said so after that.
@@ -244,12 +247,11 @@ async fn phase(
         count <= 2.2 * REPLICAS as f64,
         "at {size}: {count} reconciles for {REPLICAS} PodReplicas (more than 2.2 each)"
     );
-    // Every pod comes to rest within a few seconds here: each wait ends with the last of
-    // them, none by its limit. The status follows its last pod within the time the queue
-    // of 300 decisions takes, never the 5 s of a hold that ran out.
+    // Every wait ends with the last of its pods, none by its limit. The status follows its
+    // last pod within the time the queue of 300 decisions takes, never a whole wait.
     assert_eq!(expired, 0.0, "at {size}: {expired} holds ran out");
     assert!(
-        p50 < Duration::from_millis(200) && max < HOLD,
+        p50 < Duration::from_secs(1) && max < HOLD,
         "at {size}: status after the pods p50 {p50:?}, max {max:?}"
     );
 }
@@ -258,13 +260,7 @@ async fn phase(
 async fn a_podreplica_is_decided_when_its_pods_come_to_rest_and_news_decides_at_once() {
     let cluster = Cluster::start_with_node_pods("progress", 700);
     let client = cluster.client().await;
-    let hold_ms = HOLD.as_millis().to_string();
-    let host = Host::start(
-        &cluster,
-        &["podreplica.wasm"],
-        &["--progress-hold-ms", &hold_ms],
-        &[],
-    );
+    let host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
     wait_for_crd(&client, &podreplica_resource()).await;
     let phase_name = Phase::default();
     let sampler = Sampler::start(client.clone(), phase_name.clone(), 3);
@@ -298,19 +294,18 @@ async fn a_podreplica_is_decided_when_its_pods_come_to_rest_and_news_decides_at_
     pods.delete(&victim, &DeleteParams::default())
         .await
         .unwrap();
-    eventually(
-        Duration::from_secs(10),
-        "the deleted pod replaced",
-        || async {
-            let list = pods.list(&ListParams::default().labels(LABEL)).await.ok()?;
-            let now = mine(&list.items);
-            (now.len() == 2 && !now.contains(&victim)).then_some(())
-        },
-    )
+    eventually(HOLD, "the deleted pod replaced", || async {
+        let list = pods.list(&ListParams::default().labels(LABEL)).await.ok()?;
+        let now = mine(&list.items);
+        (now.len() == 2 && !now.contains(&victim)).then_some(())
+    })
     .await;
     let took = deleted.elapsed();
     println!("a pod deleted by someone else: replaced after {took:?}");
-    assert!(took < Duration::from_secs(2), "replaced after {took:?}");
+    assert!(
+        took < HOLD / 3,
+        "replaced after {took:?}: held like progress"
+    );
 
     sampler.held(&[], 5, 1000).await;
     for w in watches {

@@ -96,9 +96,16 @@ fn vm_rss_kib() -> u64 {
     status_kib("VmRSS:")
 }
 
+/// Resets the kernel's record of this process's peak resident memory (`VmHWM`) to what it
+/// holds now (`/proc/self/clear_refs`, 5), so that a later [`vm_hwm_kib`] is the peak since:
+/// every moment counted, none sampled.
+fn reset_peak() {
+    std::fs::write("/proc/self/clear_refs", "5").expect("resetting VmHWM");
+}
+
 /// Eight memory bombs at once, each allowed 64 MiB, against a host budget of 128 MiB:
-/// the guest memories together never pass the budget (the host's own count, sampled, and
-/// the process's resident memory, sampled, stay under it), every bomb fails as out of
+/// the guest memories together never pass the budget (the host's own count of its peak,
+/// and the kernel's of the process's peak resident memory, stay under it), every bomb fails as out of
 /// memory, and everything is given back. Without the budget the eight take 512 MiB.
 #[test]
 fn eight_bombs_stay_within_the_host_budget() {
@@ -110,19 +117,8 @@ fn eight_bombs_stay_within_the_host_budget() {
         ..Limits::default()
     };
     let bomb = Arc::new(hostile(&sandbox, limits));
+    reset_peak();
     let before_kib = vm_rss_kib();
-    let done = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut most = 0;
-            while !done.load(Ordering::SeqCst) {
-                most = most.max(vm_rss_kib());
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            most
-        })
-    };
     let bombs: Vec<_> = (0..8)
         .map(|_| {
             let (sandbox, bomb) = (sandbox.clone(), bomb.clone());
@@ -130,8 +126,7 @@ fn eight_bombs_stay_within_the_host_budget() {
         })
         .collect();
     let errors: Vec<CallError> = bombs.into_iter().map(|t| t.join().unwrap()).collect();
-    done.store(true, Ordering::SeqCst);
-    let most_kib = sampler.join().unwrap();
+    let most_kib = vm_hwm_kib();
     let memory = sandbox.engine().guest_memory();
     let grown_mib = most_kib.saturating_sub(before_kib) / 1024;
     println!(
@@ -490,4 +485,52 @@ fn components_that_do_not_fit_the_world_are_refused_with_names() {
         sandbox.load(b"garbage!", Limits::default()),
         Err(LoadError::NotWasm)
     ));
+}
+
+/// A shadow candidate draws on the candidates' own part of the guest-memory budget: a
+/// candidate bomb runs into that part (`host_memory` at its limit) and takes nothing from
+/// the active versions' part, so no active decision can fail for a candidate's memory.
+#[test]
+fn a_candidates_memory_never_comes_out_of_the_active_versions_budget() {
+    let _one_at_a_time = MEMORY_HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    const BUDGET: usize = 96 << 20;
+    let sandbox = Sandbox::with_guest_memory(4, BUDGET).unwrap();
+    let (active, candidates) = (
+        sandbox.engine().guest_memory().clone(),
+        sandbox.engine().candidate_memory().clone(),
+    );
+    assert_eq!(active.limit() + candidates.limit(), BUDGET);
+    assert_eq!(candidates.limit(), BUDGET / 4);
+    let limits = Limits {
+        deadline: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let bomb = Arc::new(hostile(&sandbox, limits));
+    let active_peak = active.peak();
+    let err = rt
+        .block_on(sandbox.decide_candidate(
+            bomb.clone(),
+            Entry::Reconcile,
+            observed("bomb"),
+            "bomb".into(),
+        ))
+        .unwrap_err();
+    assert_eq!(err, CallError::HostMemory(BUDGET / 4), "{err:?}");
+    assert!(
+        candidates.peak() > BUDGET / 4 - (2 << 20),
+        "the candidate bomb took {} bytes",
+        candidates.peak()
+    );
+    assert_eq!(
+        active.peak(),
+        active_peak,
+        "the candidate took active memory"
+    );
+    // The active version's bomb meets its own cap (64 MiB), within the active part.
+    let err = rt
+        .block_on(sandbox.decide(bomb, Entry::Reconcile, observed("bomb"), "bomb".into()))
+        .unwrap_err();
+    assert_eq!(err, CallError::OutOfMemory(64 << 20), "{err:?}");
+    assert_eq!((active.in_use(), candidates.in_use()), (0, 0));
 }

@@ -156,3 +156,96 @@ fn far_over_the_budget_an_answer_is_refused_before_the_host_copies_it() {
         assert!(took < Duration::from_secs(5), "{mode}: took {took:?}");
     }
 }
+
+/// `[0,0,0,…]` within the output budget as text is some 130 MiB parsed: the host measures
+/// what the parse would take before parsing, and refuses it over the call's memory cap,
+/// its heap growing by the answer's text alone.
+#[test]
+fn an_answer_small_as_text_and_huge_parsed_is_refused_before_it_is_parsed() {
+    let sandbox = Sandbox::new(1).unwrap();
+    let plugin = hostile(&sandbox, Limits::default());
+    let text = 8_000_005;
+    let start = Instant::now();
+    let (err, grew) =
+        heap::peak_growth(|| call_counted(&sandbox, &plugin, "amplify", text).unwrap_err());
+    let took = start.elapsed();
+    match err {
+        CallError::InvalidOutput(m) => assert!(
+            m.contains("parsed, would take more than 67108864 bytes"),
+            "{m}"
+        ),
+        other => panic!("expected invalid output, got {other:?}"),
+    }
+    println!("amplify x {text}: refused in {took:?}; the host's heap grew by {grew} bytes");
+    assert!(
+        grew < 2 * text,
+        "the host's heap grew by {grew} bytes for a {text}-byte answer"
+    );
+}
+
+/// What a parsed answer holds counts against the host-wide guest-memory budget: an answer
+/// that fits the call's cap but not the budget fails as `host_memory`; with room, it passes.
+#[test]
+fn a_parsed_answer_counts_against_the_host_wide_budget() {
+    // 500,000 elements: about 32 MB counted, under the 64 MiB cap of a call, over the 24 MiB
+    // the active versions have of a 32 MiB budget.
+    let count = 1_000_001;
+    let tight = Sandbox::with_guest_memory(4, 32 << 20).unwrap();
+    let plugin = hostile(&tight, Limits::default());
+    match call_counted(&tight, &plugin, "amplify", count) {
+        Err(CallError::HostMemory(limit)) => {
+            assert_eq!(limit, tight.engine().guest_memory().limit())
+        }
+        other => panic!("expected the host budget to refuse it, got {other:?}"),
+    }
+    assert_eq!(tight.engine().guest_memory().in_use(), 0, "given back");
+    let roomy = Sandbox::with_guest_memory(4, 128 << 20).unwrap();
+    let plugin = hostile(&roomy, Limits::default());
+    call_counted(&roomy, &plugin, "amplify", count).expect("fits the budget");
+    assert_eq!(roomy.engine().guest_memory().in_use(), 0, "given back");
+}
+
+/// The count made before parsing is an upper bound of what `serde_json` allocates for the
+/// value, for the shapes a hostile answer can take and for a real object.
+#[test]
+fn the_measure_before_parsing_bounds_what_the_parse_allocates() {
+    use wasmop::runtime::footprint;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p-1",
+        "namespace": "default", "labels": {"app": "p", "wasmop.dev/shard": "0"},
+        "ownerReferences": [{"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+        "name": "p", "uid": "8b5f", "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"containers": [{"name": "busybox", "image": "busybox", "command": ["sleep", "3600"]}]}})
+    .to_string();
+    let shapes = [
+        ("zeros", format!("[{}0]", "0,".repeat(100_000))),
+        ("empty arrays", format!("[{}[]]", "[],".repeat(100_000))),
+        ("empty objects", format!("[{}{{}}]", "{},".repeat(100_000))),
+        (
+            "one-letter keys",
+            format!(
+                "{{{}}}",
+                (0..50_000)
+                    .map(|i| format!("\"{i}\":0"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ),
+        ("nested", format!("{}{}", "[".repeat(99), "]".repeat(99))),
+        ("strings", format!("[{}\"\"]", "\"a\",".repeat(100_000))),
+        ("pods", format!("[{}]", vec![pod.as_str(); 1000].join(","))),
+    ];
+    for (what, text) in shapes {
+        let counted = footprint::of_json(&text, usize::MAX).expect("within");
+        let (value, grew) =
+            heap::peak_growth(|| serde_json::from_str::<serde_json::Value>(&text).unwrap());
+        drop(value);
+        println!(
+            "{what}: {} bytes of text, {grew} allocated, {counted} counted",
+            text.len()
+        );
+        assert!(
+            counted >= grew,
+            "{what}: {grew} allocated, {counted} counted"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 
 pub mod diagnose;
 pub mod fleet;
+pub mod hostile_registry;
 pub mod registry;
 pub mod relay;
 pub mod scaffold;

@@ -144,6 +144,25 @@ impl Registry {
         digest
     }
 
+    /// The raw manifest at `REPO:REFERENCE` (a tag or a digest), as the registry stores it.
+    pub fn get_manifest(&self, repo: &str, reference: &str) -> Vec<u8> {
+        let out = self
+            .curl()
+            .args([
+                "-H",
+                "Accept: application/vnd.oci.image.manifest.v1+json",
+                &format!("https://{}/v2/{repo}/manifests/{reference}", self.address),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
     fn curl(&self) -> Command {
         let mut c = Command::new("curl");
         c.args(["-sS", "--fail-with-body", "--cacert"])

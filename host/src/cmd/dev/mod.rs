@@ -95,7 +95,7 @@ async fn confirm_cluster(kubeconfig: Option<&std::path::Path>, yes: bool) -> any
 /// credentials: a Role in `namespace`, the host's only one; cluster-wide only when the plugin
 /// declares cluster-scoped kinds.
 async fn grant(
-    kubeconfig: Option<&std::path::Path>,
+    client: &kube::Client,
     wasm: &std::path::Path,
     namespace: &str,
 ) -> anyhow::Result<()> {
@@ -118,8 +118,7 @@ async fn grant(
             crate::principals::manifest::manifests(&plugin.info, &scope)?
         }
     };
-    let client = crate::k8s::client::client(kubeconfig).await?;
-    crate::principals::apply::apply(&client, &docs).await?;
+    crate::principals::apply::apply(client, &docs).await?;
     println!(
         "dev: granted what {} declares to ServiceAccount default/{} in {} (wasmop rbac; --no-grant leaves it to an admin)",
         plugin.info.name,
@@ -138,7 +137,7 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
         confirm_cluster(args.kubeconfig.as_deref(), args.yes).await?;
     }
     let krate = crate::cmd::project::Project::open(&args.dir).await?;
-    let work = tempdir()?;
+    let work = private_dir(&std::env::temp_dir(), "wasmop-dev")?;
     let plugins = work.join("plugins");
     std::fs::create_dir_all(&plugins)?;
 
@@ -170,9 +169,14 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
         }
         None => args.kubeconfig.clone(),
     };
+    // The cluster is pinned now: every grant of this session goes to it, whatever the
+    // kubeconfig's current context says later.
+    let pinned = crate::k8s::client::client_config(kubeconfig.as_deref()).await?;
+    let cluster_url = pinned.cluster_url.clone();
+    let client = kube::Client::try_from(pinned)?;
     if !args.no_grant {
         grant(
-            kubeconfig.as_deref(),
+            &client,
             &plugins.join(first.file_name().unwrap_or_default()),
             &args.namespace,
         )
@@ -226,9 +230,17 @@ pub async fn run(args: &DevArgs) -> anyhow::Result<()> {
                 // is not refused first.
                 let bytes =
                     std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
+                if let Ok(now) = crate::k8s::client::client_config(kubeconfig.as_deref()).await
+                    && now.cluster_url != cluster_url
+                {
+                    println!(
+                        "dev: the kubeconfig now points at {}; this session keeps granting and running on {cluster_url}, where it started (start dev again to switch)",
+                        now.cluster_url
+                    );
+                }
                 if !args.no_grant
                     && crate::runtime::digest_of(&bytes) != digest
-                    && let Err(e) = grant(kubeconfig.as_deref(), &wasm, &args.namespace).await
+                    && let Err(e) = grant(&client, &wasm, &args.namespace).await
                 {
                     println!("dev: could not grant the plugin's RBAC: {e:#}");
                 }
@@ -272,16 +284,56 @@ async fn stop(host: &mut tokio::process::Child) {
     }
 }
 
-fn tempdir() -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("wasmop-dev-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
+/// A new directory under `base` that only this user may enter (mode 0700), never one that
+/// existed before (a name another user made in a shared `/tmp` is skipped, not reused).
+fn private_dir(base: &std::path::Path, prefix: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    for attempt in 0..100u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        let dir = base.join(format!(
+            "{prefix}-{}-{nanos:08x}{attempt:02x}",
+            std::process::id()
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    anyhow::bail!(
+        "could not create a private directory under {}",
+        base.display()
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_work_directory_is_new_and_private() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let base = std::env::temp_dir().join(format!("wasmop-private-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        // The name an earlier version used, made by someone else beforehand: not reused.
+        let squatted = base.join(format!("wasmop-dev-{}", std::process::id()));
+        std::fs::create_dir_all(&squatted).unwrap();
+        std::fs::write(squatted.join("planted"), "x").unwrap();
+        let a = private_dir(&base, "wasmop-dev").unwrap();
+        let b = private_dir(&base, "wasmop-dev").unwrap();
+        assert_ne!(a, b);
+        for d in [&a, &b] {
+            assert_ne!(d, &squatted);
+            let meta = std::fs::metadata(d).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{}", d.display());
+            assert_eq!(meta.uid(), std::fs::metadata(&base).unwrap().uid());
+            assert_eq!(std::fs::read_dir(d).unwrap().count(), 0, "new and empty");
+        }
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn only_loopback_api_servers_are_local() {
