@@ -207,6 +207,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         principals,
         reviewer,
         shard: elections.shard.clone(),
+        install_crds: args.install_crds,
     };
     let manager = Arc::new(Manager::new(
         Arc::new(deps),

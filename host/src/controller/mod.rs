@@ -70,6 +70,9 @@ pub struct ControllerDeps {
     pub reviewer: Client,
     /// This replica's shard when sharding is on (`None`: one replica works on everything).
     pub shard: Option<String>,
+    /// Install the CRD a version declares for its primary kind when it is not served
+    /// (`--install-crds`).
+    pub install_crds: bool,
 }
 
 /// The registry runs its plugins' controllers through this (its seam, [`Runner`]).
@@ -82,8 +85,12 @@ impl Runner for ControllerDeps {
         Box::pin(approve(
             &self.reviewer,
             &self.principals,
-            self.namespace.as_deref(),
-            self.shard.is_some(),
+            (
+                self.namespace.as_deref(),
+                self.shard.is_some(),
+                // Unfenced, as the CRDs installed at start: an idempotent apply.
+                self.install_crds.then_some(&self.reviewer),
+            ),
             info,
         ))
     }

@@ -2,9 +2,12 @@
 //! changes (off the hot path: once per version). Three questions to the API server, in
 //! order; the first refusal is the verdict, a [`Rejection`] whose message names the kind or
 //! the rule:
+//! 0. Its relations' label selectors parse as the API server parses them (`InvalidInfo`).
 //! 1. Its kinds, resolved through discovery (`k8s::kinds::served`): a kind declared
-//!    under another resource's plural or scope is `KindMismatch`; a relation to a kind the
-//!    API server does not serve (a missing CRD) is `KindNotServed`.
+//!    under another resource's plural or scope is `KindMismatch`; a primary kind or a
+//!    relation to a kind the API server does not serve (a missing CRD) is `KindNotServed`,
+//!    but for a primary kind whose CRD the plugin declares on a host that installs CRDs:
+//!    the host installs it first.
 //! 2. The host's own reads (`principals::host_reads`): list and watch (sharded: patch) of
 //!    the primary kind and each related kind, where the host watches; `HostCannotWatch`.
 //! 3. The plugin's own ServiceAccount holds every rule the version declares
@@ -29,10 +32,15 @@ use crate::runtime::PluginInfo;
 pub(crate) async fn approve(
     reviewer: &Client,
     principals: &Principals,
-    ns: Option<&str>,
-    sharding: bool,
+    (ns, sharding, installer): (Option<&str>, bool, Option<&Client>),
     info: &PluginInfo,
 ) -> Result<(), Rejection> {
+    // Selectors as the API server parses them: one it refuses would leave the version's
+    // caches waiting for ever.
+    for relation in &info.relations {
+        crate::observe::selector_of(relation)
+            .map_err(|e| Rejection::new(Reason::InvalidInfo, e))?;
+    }
     let unchecked = |what: &str, e: kube::Error| {
         Rejection::new(
             Reason::KindsUnchecked,
@@ -42,9 +50,26 @@ pub(crate) async fn approve(
             ),
         )
     };
-    let found = served::discover(reviewer, info)
+    let mut found = served::discover(reviewer, info)
         .await
         .map_err(|e| unchecked("the kinds", e))?;
+    // A primary kind not served whose CRD the plugin declares: installed now by a host
+    // that installs CRDs (`--install-crds`), else refused below (`KindNotServed`).
+    if let (Some(installer), Some(crd)) = (installer, &info.crd)
+        && found.resolve(&info.primary).is_none()
+    {
+        crate::k8s::crds::install_crd(installer, crd)
+            .await
+            .map_err(|e| {
+                Rejection::new(
+                    Reason::KindNotServed,
+                    format!("installing the CRD {} declares: {e:#}", info.name),
+                )
+            })?;
+        found = served::discover(reviewer, info)
+            .await
+            .map_err(|e| unchecked("the kinds", e))?;
+    }
     served::check(info, &found).map_err(|e| {
         let reason = match e {
             served::KindError::Mismatch { .. } => Reason::KindMismatch,

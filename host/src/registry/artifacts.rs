@@ -121,6 +121,12 @@ fn refusal(e: PullError) -> Rejection {
 }
 
 impl Artifacts {
+    /// How long one whole pull may take (resolve, manifest, component, signatures), each
+    /// call bounded by the timeout besides: four calls' worth.
+    pub(crate) fn whole_pull_deadline(&self) -> std::time::Duration {
+        self.options.timeout * 4
+    }
+
     /// The artifact store under `dir`.
     pub(crate) fn with_store(mut self, dir: &Path) -> Self {
         self.store = Some(Store::new(dir));

@@ -210,16 +210,28 @@ async fn fetch(
             None,
         )),
         Source::Oci(oci, pin) => {
-            let fetched = uploads
-                .artifacts
-                .fetch(
+            let whole = uploads.artifacts.whole_pull_deadline();
+            let fetched = tokio::time::timeout(
+                whole,
+                uploads.artifacts.fetch(
                     &uploads.client,
                     ns.unwrap_or("default"),
                     oci,
                     known,
                     refresh,
+                ),
+            )
+            .await
+            .map_err(|_| {
+                Rejection::new(
+                    Reason::Pull("PullTimeout"),
+                    format!(
+                        "{}: the whole pull (resolve, manifest, component, signatures) took longer than {} s",
+                        oci.reference,
+                        whole.as_secs()
+                    ),
                 )
-                .await?;
+            })??;
             let digest = crate::runtime::plugin::digest_of(&fetched.bytes);
             if let Some(pin) = pin
                 && pin != digest
@@ -540,22 +552,106 @@ pub(crate) async fn handle(
             .is_some_and(Rejection::retries)
 }
 
-/// Loads every WasmPlugin of `namespace` once (before the plugins directory, so uploads win).
+/// WasmPlugins handled at once when the host loads them all (at start, on taking the lead):
+/// one slow registry holds up one of these, not the others.
+const LOADS_AT_ONCE: usize = 8;
+
+/// Loads every WasmPlugin of `namespace` once (before the plugins directory, so uploads
+/// win), several at once.
 pub(crate) async fn load_cluster(
     uploads: &Uploads,
     manager: &Manager,
     namespace: &str,
 ) -> anyhow::Result<()> {
     let api: Api<WasmPlugin> = Api::namespaced(uploads.client.clone(), namespace);
-    for wp in api.list(&Default::default()).await?.items {
-        handle(uploads, manager, &wp, true, false).await;
-    }
+    let items = api.list(&Default::default()).await?.items;
+    futures::stream::iter(items.iter())
+        .for_each_concurrent(LOADS_AT_ONCE, |wp| async move {
+            handle(uploads, manager, wp, true, false).await;
+        })
+        .await;
     Ok(())
+}
+
+/// One WasmPlugin's handling, on a task of its own: a registry that hangs holds up only
+/// this WasmPlugin (until the pull's deadline), and its deletion stops the task at once.
+struct Worker {
+    jobs: tokio::sync::mpsc::UnboundedSender<(WasmPlugin, bool)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What a worker reports after handling: the WasmPlugin as handled, and whether it waits
+/// to be handled again by itself ([`Rejection::retries`]).
+type Handled = (Origin, WasmPlugin, bool);
+
+impl Worker {
+    fn start(
+        origin: Origin,
+        uploads: Uploads,
+        manager: Arc<Manager>,
+        done: tokio::sync::mpsc::UnboundedSender<Handled>,
+    ) -> Self {
+        let (jobs, mut queue) = tokio::sync::mpsc::unbounded_channel::<(WasmPlugin, bool)>();
+        let task = tokio::spawn(async move {
+            while let Some(mut job) = queue.recv().await {
+                // Only the newest version of the object matters; a poll stays a poll
+                // only if nothing else asked meanwhile.
+                while let Ok(newer) = queue.try_recv() {
+                    job = (newer.0, job.1 && newer.1);
+                }
+                let (wp, poll) = job;
+                let retries = handle(&uploads, &manager, &wp, false, poll).await;
+                if done.send((origin.clone(), wp, retries)).is_err() {
+                    return;
+                }
+            }
+        });
+        Worker { jobs, task }
+    }
+}
+
+/// The workers of the WasmPlugins of one namespace, by origin.
+struct Workers {
+    uploads: Uploads,
+    manager: Arc<Manager>,
+    done: tokio::sync::mpsc::UnboundedSender<Handled>,
+    by_origin: HashMap<Origin, Worker>,
+}
+
+impl Workers {
+    /// Hands `wp` to its worker (started when it has none).
+    fn handle(&mut self, origin: &Origin, wp: WasmPlugin, poll: bool) {
+        let worker = self.by_origin.entry(origin.clone()).or_insert_with(|| {
+            Worker::start(
+                origin.clone(),
+                self.uploads.clone(),
+                self.manager.clone(),
+                self.done.clone(),
+            )
+        });
+        let _ = worker.jobs.send((wp, poll));
+    }
+
+    /// Stops the worker of `origin` wherever it is (a pull that hangs included).
+    fn stop(&mut self, origin: &Origin) {
+        if let Some(w) = self.by_origin.remove(origin) {
+            w.task.abort();
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for w in self.by_origin.values() {
+            w.task.abort();
+        }
+    }
 }
 
 /// Watches the WasmPlugins of `namespace` until shutdown: new or changed ones are offered,
 /// deleted ones stop their plugin; one whose version waits for its permissions is handled
-/// again every `recheck`.
+/// again every `recheck`. Each WasmPlugin is handled on a task of its own ([`Worker`]), so
+/// one registry that hangs stalls no other WasmPlugin, and a deletion takes effect at once.
 pub(crate) async fn watch_cluster(
     uploads: Uploads,
     manager: Arc<Manager>,
@@ -578,9 +674,23 @@ pub(crate) async fn watch_cluster(
     // own verdict, a rollout's counts every second) needs no new fetch and offer.
     let mut handled: HashMap<Origin, Option<i64>> = HashMap::new();
     let mut last_recheck = tokio::time::Instant::now();
+    let (done, mut handled_rx) = tokio::sync::mpsc::unbounded_channel::<Handled>();
+    let mut workers = Workers {
+        uploads: uploads.clone(),
+        manager: manager.clone(),
+        done,
+        by_origin: HashMap::new(),
+    };
     loop {
         let next = tokio::select! {
             e = events.next() => Some(e),
+            Some((origin, wp, retries)) = handled_rx.recv() => {
+                // A WasmPlugin deleted meanwhile has no worker any more: nothing to wait for.
+                if retries && workers.by_origin.contains_key(&origin) {
+                    waiting.insert(origin, wp);
+                }
+                continue;
+            }
             _ = tick.tick() => None,
             _ = shutdown.wait_for(|v| *v) => return,
         };
@@ -589,9 +699,7 @@ pub(crate) async fn watch_cluster(
             if now.duration_since(last_recheck) >= recheck {
                 last_recheck = now;
                 for (origin, wp) in std::mem::take(&mut waiting) {
-                    if handle(&uploads, &manager, &wp, false, false).await {
-                        waiting.insert(origin, wp);
-                    }
+                    workers.handle(&origin, wp, false);
                 }
             }
             for (origin, (wp, due)) in following.iter_mut() {
@@ -599,9 +707,7 @@ pub(crate) async fn watch_cluster(
                     continue;
                 }
                 *due = now + poll_of(wp).unwrap_or(Duration::from_secs(60));
-                if handle(&uploads, &manager, wp, false, true).await {
-                    waiting.insert(origin.clone(), wp.clone());
-                }
+                workers.handle(origin, wp.clone(), true);
             }
             continue;
         };
@@ -639,12 +745,11 @@ pub(crate) async fn watch_cluster(
                 }
                 handled.insert(origin.clone(), wp.metadata.generation);
                 waiting.remove(&origin);
-                if handle(&uploads, &manager, &wp, false, false).await {
-                    waiting.insert(origin, wp);
-                }
+                workers.handle(&origin, wp, false);
             }
             Some(Ok(watcher::Event::InitDone)) => {
                 for gone in known.difference(&listed).cloned().collect::<Vec<_>>() {
+                    workers.stop(&gone);
                     waiting.remove(&gone);
                     following.remove(&gone);
                     uploads.pulled.lock().expect("pulled lock").remove(&gone);
@@ -655,6 +760,7 @@ pub(crate) async fn watch_cluster(
             }
             Some(Ok(watcher::Event::Delete(wp))) => {
                 let origin = origin_of(&wp);
+                workers.stop(&origin);
                 waiting.remove(&origin);
                 following.remove(&origin);
                 uploads.pulled.lock().expect("pulled lock").remove(&origin);

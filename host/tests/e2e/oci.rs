@@ -729,6 +729,65 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     let grown = vm_hwm_kib(host.pid()).saturating_sub(peak_before);
     println!("# the hostile registry: the host's peak memory grew by {grown} KiB");
     assert!(grown < 32 << 10, "the host's peak grew by {grown} KiB");
+    drop(hostile);
+
+    // One registry that hangs stalls no other WasmPlugin: while WasmPlugin `stuck` waits
+    // on a registry that accepts and never answers (each call 3 s, the whole pull 12 s),
+    // deleting WasmPlugin podreplica stops its plugin at once.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    hung.set_nonblocking(true).unwrap();
+    let hung_addr = hung.local_addr().unwrap();
+    let (accepted_tx, accepted_rx) = std::sync::mpsc::channel();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let holder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // Holds every connection, answering nothing, until the test is done.
+            let mut conns = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match hung.accept() {
+                    Ok((c, _)) => {
+                        let _ = accepted_tx.send(());
+                        conns.push(c);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })
+    };
+    cluster.apply_yaml(
+        &serde_json::to_string(&json!({"apiVersion": "wasmop.dev/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": "stuck", "namespace": "default"},
+            "spec": {"oci": {"reference": format!("{hung_addr}/plugins/stuck:v1"), "insecure": true}}}))
+        .unwrap(),
+    );
+    accepted_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the host connected to the hung registry");
+    let deleted = std::time::Instant::now();
+    let wps: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &wasmplugin_resource());
+    wps.delete("podreplica", &Default::default()).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "podreplica removed while stuck's registry hangs",
+        || async {
+            host.log_text()
+                .lines()
+                .any(|l| l.contains("plugin removed") && l.contains("podreplica"))
+                .then_some(())
+        },
+    )
+    .await;
+    let took = deleted.elapsed();
+    println!("# a WasmPlugin deleted while another's registry hangs: removed after {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "removed after {took:?}: behind the hung pull (3 s a call)"
+    );
+    drop(host);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    holder.join().unwrap();
 }
 
 /// The most memory process `pid` held at once so far (`VmHWM`), in KiB.

@@ -48,7 +48,7 @@ impl Served {
 
     /// The served resource a request for `k` goes to (the declared plural), or else the
     /// served resource of the declared kind name.
-    fn resolve(&self, k: &KindRef) -> Option<&(ApiResource, ApiCapabilities)> {
+    pub fn resolve(&self, k: &KindRef) -> Option<&(ApiResource, ApiCapabilities)> {
         let served = self
             .versions
             .get(&(k.group.clone(), k.version.clone()))?
@@ -94,11 +94,7 @@ fn shown(api_version: &str, kind: &str, plural: &str, namespaced: bool) -> Strin
 
 /// Every kind `info` declares: which declaration, the kind, and whether it must be served.
 fn declared(info: &PluginInfo) -> impl Iterator<Item = (String, &KindRef, bool)> {
-    let primary = std::iter::once((
-        "the primary kind".to_string(),
-        &info.primary,
-        info.crd.is_none(),
-    ));
+    let primary = std::iter::once(("the primary kind".to_string(), &info.primary, true));
     let relations = info
         .relations
         .iter()

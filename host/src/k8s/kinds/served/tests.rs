@@ -173,10 +173,12 @@ fn a_relation_to_a_kind_not_served_is_refused() {
 }
 
 #[test]
-fn a_primary_not_served_passes_only_with_its_crd() {
+fn a_primary_not_served_is_refused_even_with_its_crd() {
+    // Accepting it would leave a Ready plugin that reconciles nothing; the registry
+    // installs the CRD first when the host installs CRDs.
     let mut i = info();
     i.primary = kind("missing.example.com/v1", "Gadget", "gadgets", true);
-    check(&i, &served()).unwrap();
+    assert_eq!(reason(&check(&i, &served()).unwrap_err()), "KindNotServed");
     i.crd = None;
     assert_eq!(reason(&check(&i, &served()).unwrap_err()), "KindNotServed");
 }
