@@ -122,6 +122,10 @@ pub struct RunArgs {
     /// Recorded decisions kept per plugin (the oldest go first).
     #[arg(long, env = "WASMOP_RECORD_MAX", default_value_t = 1000)]
     pub record_max: usize,
+    /// Most MiB the recorded decisions of all plugins take on disk (the least recently
+    /// written go first); within the Deployment's 256Mi `/tmp`.
+    #[arg(long, env = "WASMOP_RECORD_MAX_MIB", default_value_t = 128)]
+    pub record_max_mib: u64,
     /// Namespace of the plugins' ServiceAccounts, which the host impersonates for every
     /// request a plugin's plans cause (default: the plugin namespace).
     #[arg(long, env = "WASMOP_PLUGIN_SERVICE_ACCOUNT_NAMESPACE")]
@@ -140,6 +144,10 @@ pub struct RunArgs {
     /// in the Deployment. Without it, each start pulls and compiles.
     #[arg(long, env = "WASMOP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Most MiB `--cache-dir` holds (pulled artifacts and compiled components together):
+    /// over it, the least recently used files go. Within the Deployment's 1Gi `emptyDir`.
+    #[arg(long, env = "WASMOP_CACHE_MAX_MIB", default_value_t = 768)]
+    pub cache_max_mib: u64,
     /// Seconds a registry has to answer each call of a pull (resolve, manifest, blob).
     #[arg(long, env = "WASMOP_OCI_TIMEOUT_SECONDS", default_value_t = 60)]
     pub oci_timeout_seconds: u64,

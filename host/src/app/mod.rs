@@ -116,7 +116,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         guest_memory.unwrap_or(usize::MAX),
     )?;
     let sandbox = match &args.cache_dir {
-        Some(dir) => sandbox.with_compiled_dir(&dir.join("compiled")),
+        Some(dir) => sandbox
+            .with_compiled_dir(&dir.join("compiled"))
+            .with_disk_cap(dir, args.cache_max_mib << 20),
         None => sandbox,
     };
     let metrics = Arc::new(Metrics::new());
@@ -181,7 +183,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.record
             .clone()
             .unwrap_or_else(|| DEFAULT_RECORD_DIR.into()),
-        args.record_max,
+        (args.record_max, args.record_max_mib << 20),
         args.record.is_some(),
     ));
     let deps = ControllerDeps {

@@ -57,7 +57,7 @@ pub(crate) fn artifacts(args: &RunArgs) -> anyhow::Result<Artifacts> {
         allow_insecure: args.allow_insecure_registries,
     };
     Ok(match &args.cache_dir {
-        Some(dir) => artifacts.with_store(&dir.join("artifacts")),
+        Some(dir) => artifacts.with_store(&dir.join("artifacts"), (dir, args.cache_max_mib << 20)),
         None => artifacts,
     })
 }

@@ -5,12 +5,15 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::runtime::disk::Cap;
 use crate::runtime::plugin::digest_of;
 
 /// The directory of pulled components.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
     dir: PathBuf,
+    /// The byte cap of the cache directory the store is part of.
+    cap: Option<Cap>,
 }
 
 impl Store {
@@ -18,7 +21,25 @@ impl Store {
     pub(crate) fn new(dir: &Path) -> Self {
         Store {
             dir: dir.to_path_buf(),
+            cap: None,
         }
+    }
+
+    /// Keeps every file under `root` (this store's directory and the compiled components
+    /// beside it) within `max_bytes`, the least recently used going first.
+    pub(crate) fn with_cap(mut self, root: &Path, max_bytes: u64) -> Self {
+        self.cap = Some(Cap {
+            root: root.to_path_buf(),
+            max_bytes,
+        });
+        self
+    }
+
+    /// Reads `path`, renewing it as used.
+    fn read(path: &Path) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(path).ok()?;
+        Cap::used(path);
+        Some(bytes)
     }
 
     fn path_of(&self, digest: &str) -> Option<PathBuf> {
@@ -30,7 +51,7 @@ impl Store {
     /// The component of `digest`, if the store holds it intact.
     pub(crate) fn get(&self, digest: &str) -> Option<Vec<u8>> {
         let path = self.path_of(digest)?;
-        let bytes = std::fs::read(&path).ok()?;
+        let bytes = Self::read(&path)?;
         if digest_of(&bytes) == digest {
             Some(bytes)
         } else {
@@ -58,7 +79,7 @@ impl Store {
 
     /// The raw manifest of `digest`, if kept intact.
     pub(crate) fn get_manifest(&self, digest: &str) -> Option<Vec<u8>> {
-        let raw = std::fs::read(self.dir.join("manifests").join(hex_of(digest))).ok()?;
+        let raw = Self::read(&self.dir.join("manifests").join(hex_of(digest)))?;
         (digest_of(&raw) == digest).then_some(raw)
     }
 
@@ -73,7 +94,7 @@ impl Store {
 
     /// The payload and signature kept for `digest`.
     pub(crate) fn get_signature(&self, digest: &str) -> Option<(Vec<u8>, Vec<u8>)> {
-        let raw = std::fs::read(self.dir.join("signatures").join(hex_of(digest))).ok()?;
+        let raw = Self::read(&self.dir.join("signatures").join(hex_of(digest)))?;
         let doc: serde_json::Value = serde_json::from_slice(&raw).ok()?;
         Some((
             hex::decode(doc["payload"].as_str()?).ok()?,
@@ -82,8 +103,13 @@ impl Store {
     }
 
     fn write(&self, rel: &str, bytes: &[u8]) {
-        if let Err(e) = crate::runtime::disk::write_whole(&self.dir.join(rel), bytes) {
+        let path = self.dir.join(rel);
+        if let Err(e) = crate::runtime::disk::write_whole(&path, bytes) {
             tracing::warn!(dir = %self.dir.display(), error = %e, "could not keep a pulled artifact on disk");
+            return;
+        }
+        if let Some(cap) = &self.cap {
+            cap.enforce(&path);
         }
     }
 }

@@ -116,6 +116,26 @@ pub(crate) struct Fetched {
     pub status: ArtifactStatus,
 }
 
+/// The component of manifest `digest` against the WasmPlugin's `sha256` pin, if any.
+fn check_pin(
+    src: &OciSource,
+    digest: &str,
+    component: &[u8],
+    pin: Option<&str>,
+) -> Result<(), Rejection> {
+    let actual = crate::runtime::plugin::digest_of(component);
+    match pin {
+        Some(pin) if pin != actual => Err(Rejection::new(
+            Reason::DigestMismatch,
+            format!(
+                "{} ({digest}) holds component {actual}, the spec pins {pin}",
+                src.reference
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn refusal(e: PullError) -> Rejection {
     Rejection::new(Reason::Pull(e.reason()), e.to_string())
 }
@@ -128,8 +148,8 @@ impl Artifacts {
     }
 
     /// The artifact store under `dir`.
-    pub(crate) fn with_store(mut self, dir: &Path) -> Self {
-        self.store = Some(Store::new(dir));
+    pub(crate) fn with_store(mut self, dir: &Path, (root, max_bytes): (&Path, u64)) -> Self {
+        self.store = Some(Store::new(dir).with_cap(root, max_bytes));
         self
     }
 
@@ -219,7 +239,7 @@ impl Artifacts {
         ns: &str,
         src: &OciSource,
         known: Option<&ArtifactStatus>,
-        refresh: bool,
+        (refresh, pin): (bool, Option<&str>),
     ) -> Result<Fetched, Rejection> {
         let reference = parse(&src.reference).map_err(refusal)?;
         if src.insecure == Some(true) && !self.allow_insecure {
@@ -267,10 +287,19 @@ impl Artifacts {
                 Err(e) => return Err(refusal(e)),
             },
         };
+        // The signature first (a few small reads): an artifact no trusted key signed is
+        // refused before its component is downloaded.
+        let signed_by = if wants_signature {
+            Some(self.verified(&remote, &reference, &digest, &trust).await?)
+        } else {
+            None
+        };
         let (bytes, from_disk) = match self.stored(&digest) {
             Some(bytes) => (bytes, true),
             None => {
                 let pulled = remote.pull(&reference, &digest).await.map_err(refusal)?;
+                check_pin(src, &digest, &pulled.component, pin)?;
+                // Only what passed every check is kept.
                 if let Some(store) = &self.store {
                     store.put_manifest(&pulled.manifest, &digest);
                     store.put(&pulled.component);
@@ -278,11 +307,7 @@ impl Artifacts {
                 (pulled.component, false)
             }
         };
-        let signed_by = if wants_signature {
-            Some(self.verified(&remote, &reference, &digest, &trust).await?)
-        } else {
-            None
-        };
+        check_pin(src, &digest, &bytes, pin)?;
         tracing::info!(reference = %src.reference, %digest, from_disk, bytes = bytes.len(), signed_by = signed_by.as_deref().unwrap_or("-"), "OCI artifact fetched");
         Ok(Fetched {
             bytes,

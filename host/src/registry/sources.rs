@@ -218,7 +218,7 @@ async fn fetch(
                     ns.unwrap_or("default"),
                     oci,
                     known,
-                    refresh,
+                    (refresh, pin),
                 ),
             )
             .await
@@ -232,18 +232,6 @@ async fn fetch(
                     ),
                 )
             })??;
-            let digest = crate::runtime::plugin::digest_of(&fetched.bytes);
-            if let Some(pin) = pin
-                && pin != digest
-            {
-                return Err(Rejection::new(
-                    Reason::DigestMismatch,
-                    format!(
-                        "{} ({}) holds component {digest}, the spec pins {pin}",
-                        oci.reference, fetched.status.digest
-                    ),
-                ));
-            }
             Ok((fetched.bytes, Some(fetched.status)))
         }
     }

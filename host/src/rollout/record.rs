@@ -74,16 +74,17 @@ pub struct CaseRecorder {
 }
 
 impl CaseRecorder {
-    /// A recorder writing under `dir`, at most `max` cases per plugin. `default_on`: whether
-    /// plugins whose WasmPlugin says nothing are recorded (`wasmop run --record DIR`).
-    pub fn start(dir: PathBuf, max: usize, default_on: bool) -> Self {
+    /// A recorder writing under `dir`, at most `max` cases per plugin and `max_bytes` for
+    /// all of them (the least recently written go first). `default_on`: whether plugins
+    /// whose WasmPlugin says nothing are recorded (`wasmop run --record DIR`).
+    pub fn start(dir: PathBuf, (max, max_bytes): (usize, u64), default_on: bool) -> Self {
         let (tx, rx) = sync_channel(QUEUE);
         let writer_dir = dir.clone();
         let recordings = Recordings::default();
         let written = recordings.clone();
         std::thread::Builder::new()
             .name("wasmop-record".into())
-            .spawn(move || write_loop(&writer_dir, max.max(1), rx, &written))
+            .spawn(move || write_loop(&writer_dir, (max.max(1), max_bytes), rx, &written))
             .expect("spawning the recorder thread");
         CaseRecorder {
             dir,
@@ -189,7 +190,16 @@ fn file(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:08}.yaml"))
 }
 
-fn write_loop(root: &Path, max: usize, rx: Receiver<Decision>, recordings: &Recordings) {
+fn write_loop(
+    root: &Path,
+    (max, max_bytes): (usize, u64),
+    rx: Receiver<Decision>,
+    recordings: &Recordings,
+) {
+    let cap = crate::runtime::disk::Cap {
+        root: root.to_path_buf(),
+        max_bytes,
+    };
     let mut plugins: BTreeMap<String, VecDeque<u64>> = BTreeMap::new();
     let note = |plugin: &str, result: Result<(), String>| {
         let mut all = recordings.lock().expect("recordings lock");
@@ -233,6 +243,7 @@ fn write_loop(root: &Path, max: usize, rx: Receiver<Decision>, recordings: &Reco
         }
         note(&d.plugin, Ok(()));
         files.push_back(seq);
+        cap.enforce(&path);
         while files.len() > max {
             if let Some(old) = files.pop_front() {
                 let _ = std::fs::remove_file(file(&dir, old));
@@ -332,7 +343,7 @@ mod tests {
     fn files_rotate_keeping_the_newest() {
         let dir = std::env::temp_dir().join(format!("wasmop-record-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let recorder = CaseRecorder::start(dir.clone(), 3, true);
+        let recorder = CaseRecorder::start(dir.clone(), (3, 1 << 30), true);
         for seed in 1..=5 {
             assert!(recorder.record(decision(seed, vec![pod("a")])));
         }
@@ -378,7 +389,7 @@ mod tests {
         // A regular file where the directory should be: nothing can be made under it.
         let blocked = base.join("blocked");
         std::fs::write(&blocked, "not a directory").unwrap();
-        let r = CaseRecorder::start(blocked.clone(), 10, true);
+        let r = CaseRecorder::start(blocked.clone(), (10, 1 << 30), true);
         assert!(r.record(decision(1, vec![pod("a")])));
         let failed = recording_once(&r, "podreplica", |r| r.error.is_some());
         assert_eq!(failed.cases, 0);

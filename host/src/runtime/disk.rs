@@ -1,6 +1,66 @@
-//! Files the host keeps for itself (compiled components, pulled artifacts): written whole.
+//! Files the host keeps for itself (compiled components, pulled artifacts): written whole,
+//! and, under a [`Cap`], within a number of bytes: the least recently used files go first.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// A byte cap over every file under a directory (`--cache-dir` with `--cache-max-mib`):
+/// after each write the least recently used files (by modification time, which a read
+/// renews: [`Cap::used`]) are removed until the total fits, never the file just written.
+#[derive(Debug, Clone)]
+pub(crate) struct Cap {
+    /// The directory the cap covers.
+    pub root: PathBuf,
+    /// The most bytes its files may take together.
+    pub max_bytes: u64,
+}
+
+fn files_under(dir: &Path, out: &mut Vec<(PathBuf, u64, SystemTime)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(meta) = e.metadata() else { continue };
+        if meta.is_dir() {
+            files_under(&e.path(), out);
+        } else if meta.is_file() {
+            let at = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            out.push((e.path(), meta.len(), at));
+        }
+    }
+}
+
+impl Cap {
+    /// Removes the least recently used files until the directory fits the cap, keeping
+    /// `written`. Returns the bytes the directory holds afterwards.
+    pub(crate) fn enforce(&self, written: &Path) -> u64 {
+        let mut files = Vec::new();
+        files_under(&self.root, &mut files);
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort_by_key(|f| f.2);
+        for (path, len, _) in files {
+            if total <= self.max_bytes {
+                break;
+            }
+            if path == written {
+                continue;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                tracing::info!(path = %path.display(), bytes = len, "cache over its cap: least recently used file removed");
+                total -= len;
+            }
+        }
+        total
+    }
+
+    /// Renews `path` as used now (a read of a kept file), so it goes after files not used
+    /// since.
+    pub(crate) fn used(path: &Path) {
+        if let Ok(f) = std::fs::File::options().append(true).open(path) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+    }
+}
 
 /// Writes `bytes` to `path` whole: into a temporary file beside it (the directory is
 /// created), then renamed into place, so that a crash never leaves half a file under the
@@ -22,6 +82,53 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cap_removes_the_least_recently_used_first_never_the_new_file() {
+        let root = std::env::temp_dir().join(format!("wasmop-cap-{}", std::process::id()));
+        let cap = Cap {
+            root: root.clone(),
+            max_bytes: 10 << 20,
+        };
+        let mut written = Vec::new();
+        // 20 distinct 3 MiB files, one after another; the first is used again after each
+        // write (a running version read from the disk).
+        for i in 0..20u8 {
+            let path = root
+                .join(if i % 2 == 0 { "artifacts" } else { "compiled" })
+                .join(format!("f{i}"));
+            write_whole(&path, &vec![i; 3 << 20]).unwrap();
+            // Distinct modification times even on a coarse clock.
+            let at =
+                SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + u64::from(i) * 10);
+            std::fs::File::options()
+                .append(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+            if i > 0 {
+                let first = &written[0];
+                if std::fs::metadata(first).is_ok() {
+                    std::fs::File::options()
+                        .append(true)
+                        .open(first)
+                        .unwrap()
+                        .set_modified(at + std::time::Duration::from_secs(1))
+                        .unwrap();
+                }
+            }
+            written.push(path.clone());
+            let total = cap.enforce(&path);
+            assert!(total <= 10 << 20, "after {i}: {total} bytes");
+            assert!(path.exists(), "the file just written stays");
+        }
+        // The first file, used after every write, is still there; the oldest unused went.
+        assert!(written[0].exists());
+        assert!(!written[1].exists() && !written[2].exists());
+        assert!(written[19].exists() && written[18].exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn writes_a_whole_file_and_replaces_an_old_one() {

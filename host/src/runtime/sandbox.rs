@@ -96,6 +96,8 @@ pub struct Sandbox {
     cache: Arc<Mutex<Compiled>>,
     /// Where compiled components are kept across restarts ([`Sandbox::with_compiled_dir`]).
     disk: Option<PathBuf>,
+    /// The byte cap of the cache directory `disk` is part of ([`Sandbox::with_disk_cap`]).
+    disk_cap: Option<crate::runtime::disk::Cap>,
     permits: Arc<Semaphore>,
     /// The candidates' own share ([`Sandbox::decide_candidate`]).
     candidate_permits: Arc<Semaphore>,
@@ -140,6 +142,7 @@ impl Sandbox {
             linker: Arc::new(linker),
             cache: Arc::default(),
             disk: None,
+            disk_cap: None,
             permits: Arc::new(Semaphore::new(max_concurrent_calls.max(1))),
             candidate_permits: Arc::new(Semaphore::new(candidate_share(max_concurrent_calls))),
         })
@@ -152,6 +155,16 @@ impl Sandbox {
     /// compiled again and replaced.
     pub fn with_compiled_dir(mut self, dir: &Path) -> Self {
         self.disk = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Keeps every file under `root` (the compiled components and the pulled artifacts
+    /// beside them) within `max_bytes`: after each write the least recently used go.
+    pub fn with_disk_cap(mut self, root: &Path, max_bytes: u64) -> Self {
+        self.disk_cap = Some(crate::runtime::disk::Cap {
+            root: root.to_path_buf(),
+            max_bytes,
+        });
         self
     }
 
@@ -180,6 +193,7 @@ impl Sandbox {
         let loaded = unsafe { Component::deserialize_file(self.engine.engine(), &path) };
         match loaded {
             Ok(c) => {
+                crate::runtime::disk::Cap::used(&path);
                 tracing::info!(%digest, ms = started.elapsed().as_millis(), "compiled component read from the disk cache");
                 Some(c)
             }
@@ -201,8 +215,15 @@ impl Sandbox {
             crate::runtime::disk::write_whole(&path, &component.serialize()?)?;
             Ok(())
         };
-        if let Err(e) = write() {
-            tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "could not keep the compiled component on disk");
+        match write() {
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "could not keep the compiled component on disk");
+            }
+            Ok(()) => {
+                if let Some(cap) = &self.disk_cap {
+                    cap.enforce(&path);
+                }
+            }
         }
     }
 
