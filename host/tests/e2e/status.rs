@@ -166,6 +166,10 @@ async fn kubectl_wasmop_status_tells_versions_objects_activity_and_refusals() {
     let (ok, text) =
         kubectl_with_plugin(&cluster, &bin.0, &["wasmop", "status", "--kubeconfig", kc]);
     assert!(!ok, "the context pointing nowhere cannot succeed: {text}");
+    assert!(
+        text.to_lowercase().contains("connect"),
+        "status says it could not reach the API server: {text}"
+    );
 
     // 30 PodReplicas, a hostile object whose every plan the guard refuses (a Secret it does
     // not declare), and v2 as a shadow candidate of PodReplica.
