@@ -49,8 +49,6 @@ pub(crate) struct ReaderOptions {
     pub insecure: bool,
     /// Extra CA certificates (PEM).
     pub extra_roots: Vec<Vec<u8>>,
-    /// The connect timeout of each request (at most 15 s); the caller bounds each call.
-    pub timeout: std::time::Duration,
     /// Where redirects may go.
     pub redirects: Redirects,
 }
@@ -264,8 +262,8 @@ impl Reader {
         let http = reqwest::Client::builder()
             .redirect(policy)
             .tls_certs_merge(roots)
-            // The whole of each call is bounded by the caller (`PullTimeout`).
-            .connect_timeout(options.timeout.min(std::time::Duration::from_secs(15)))
+            // No timeout of its own: the caller bounds each whole call, connecting included,
+            // and says `PullTimeout` (a timeout here would race it and say something else).
             .user_agent(concat!("wasmop/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| PullError::Transport {

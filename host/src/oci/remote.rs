@@ -97,7 +97,6 @@ impl Remote {
             &ReaderOptions {
                 insecure: options.insecure,
                 extra_roots: options.extra_roots.clone(),
-                timeout: options.timeout,
                 redirects: options.redirects,
             },
         )?;
