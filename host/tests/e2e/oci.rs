@@ -687,7 +687,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     // --allow-insecure-registries): every body is read only up to its cap, a redirect to
     // another address is not followed, a `.sig` of 10,000 signatures is refused unread;
     // v2 keeps deciding, and the host's peak memory does not grow with what was sent.
-    let peak_before = vm_hwm_kib(host.pid());
+    let peak_before = host.peak_kib();
     let hostile =
         HostileRegistry::start(reg.get_manifest("plugins/podreplica", &v2), "127.0.0.1:9");
     for (repo, words) in [
@@ -726,7 +726,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         .await
         .unwrap();
     converged_by(&client, "oci-2", 2, "(v2)").await;
-    let grown = vm_hwm_kib(host.pid()).saturating_sub(peak_before);
+    let grown = host.peak_kib().saturating_sub(peak_before);
     println!("# the hostile registry: the host's peak memory grew by {grown} KiB");
     assert!(grown < 32 << 10, "the host's peak grew by {grown} KiB");
     drop(hostile);
@@ -788,18 +788,6 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     drop(host);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     holder.join().unwrap();
-}
-
-/// The most memory process `pid` held at once so far (`VmHWM`), in KiB.
-fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// The cached bin directory of cosign and oras (`tests/registry/build-tools`; `make tools`).

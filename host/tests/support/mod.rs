@@ -418,11 +418,21 @@ impl Host {
 
     /// Resident memory of the host process, in KiB.
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The most resident memory the host process held at once so far (`VmHWM`), in KiB.
+    pub fn peak_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    /// A figure of the host process's `/proc/PID/status` (`field` with its colon), in KiB.
+    fn status_kib(&self, field: &str) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .ok()
             .and_then(|s| {
                 s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
+                    .find(|l| l.starts_with(field))
                     .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
             })
             .unwrap_or(0)
