@@ -294,20 +294,20 @@ impl Artifacts {
         } else {
             None
         };
-        let (bytes, from_disk) = match self.stored(&digest) {
-            Some(bytes) => (bytes, true),
+        let (bytes, pulled_manifest) = match self.stored(&digest) {
+            Some(bytes) => (bytes, None),
             None => {
                 let pulled = remote.pull(&reference, &digest).await.map_err(refusal)?;
-                check_pin(src, &digest, &pulled.component, pin)?;
-                // Only what passed every check is kept.
-                if let Some(store) = &self.store {
-                    store.put_manifest(&pulled.manifest, &digest);
-                    store.put(&pulled.component);
-                }
-                (pulled.component, false)
+                (pulled.component, Some(pulled.manifest))
             }
         };
         check_pin(src, &digest, &bytes, pin)?;
+        let from_disk = pulled_manifest.is_none();
+        // Only what passed every check (signature, pin) is kept.
+        if let (Some(store), Some(manifest)) = (&self.store, &pulled_manifest) {
+            store.put_manifest(manifest, &digest);
+            store.put(&bytes);
+        }
         tracing::info!(reference = %src.reference, %digest, from_disk, bytes = bytes.len(), signed_by = signed_by.as_deref().unwrap_or("-"), "OCI artifact fetched");
         Ok(Fetched {
             bytes,

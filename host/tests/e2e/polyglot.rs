@@ -147,7 +147,11 @@ impl Churn {
                 }
             }
         });
-        let _ = tokio::time::timeout(Duration::from_secs(30), ready_rx).await;
+        // A watch that never synced would see no churn at all: the check would pass blind.
+        tokio::time::timeout(Duration::from_secs(30), ready_rx)
+            .await
+            .expect("the pod watch synced within 30 s")
+            .expect("the pod watch ended before it synced");
         Churn {
             created,
             deleted,
