@@ -636,11 +636,18 @@ mod tests {
         futures::executor::block_on(filter(&event))
     }
 
+    /// Fresh expectations (60 s), triggers and holds (1 s).
+    fn fixture() -> (Arc<Expectations>, Arc<Triggers>, Arc<Holds>) {
+        (
+            Arc::new(Expectations::new(Duration::from_secs(60))),
+            Arc::new(Triggers::default()),
+            Arc::new(Holds::new(Duration::from_secs(1))),
+        )
+    }
+
     #[test]
     fn the_echo_of_an_own_write_is_no_news_unless_a_decision_is_owed() {
-        let expectations = Arc::new(Expectations::new(Duration::from_secs(60)));
-        let triggers = Arc::new(Triggers::default());
-        let holds = Arc::new(Holds::new(Duration::from_secs(1)));
+        let (expectations, triggers, holds) = fixture();
         let mut filter = primary_news(
             expectations.clone(),
             triggers.clone(),
@@ -697,9 +704,7 @@ mod tests {
         // reconcile parked at the gate): the echo of the write may come on the watch
         // before the reconcile notes that a decision is owed. Then the echo asks for
         // nothing (no decision was owed yet), and the parking reconcile must see it.
-        let expectations = Arc::new(Expectations::new(Duration::from_secs(60)));
-        let triggers = Arc::new(Triggers::default());
-        let holds = Arc::new(Holds::new(Duration::from_secs(1)));
+        let (expectations, triggers, holds) = fixture();
         let mut filter = primary_news(
             expectations.clone(),
             triggers.clone(),

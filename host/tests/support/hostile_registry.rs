@@ -44,6 +44,18 @@ fn endless(fill: u8) -> Body {
     }))
 }
 
+/// The headers of an OCI image manifest answer.
+fn manifest_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        "application/vnd.oci.image.manifest.v1+json"
+            .parse()
+            .unwrap(),
+    );
+    headers
+}
+
 async fn manifests(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -101,23 +113,10 @@ async fn manifests(
                 "layers": layers,
             }))
             .unwrap();
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                header::CONTENT_TYPE,
-                "application/vnd.oci.image.manifest.v1+json"
-                    .parse()
-                    .unwrap(),
-            );
-            (headers, if head { Vec::new() } else { body }).into_response()
+            (manifest_headers(), if head { Vec::new() } else { body }).into_response()
         }
         "signatures" => {
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                header::CONTENT_TYPE,
-                "application/vnd.oci.image.manifest.v1+json"
-                    .parse()
-                    .unwrap(),
-            );
+            let mut headers = manifest_headers();
             headers.insert("docker-content-digest", shared.digest.parse().unwrap());
             let body = if head {
                 Vec::new()
