@@ -80,6 +80,23 @@ async fn converged_by(client: &kube::Client, name: &str, size: usize, tag: &str)
     .await;
 }
 
+/// `wasmop push podreplica REFERENCE` with the pull secret `regcred` and the keys of
+/// ConfigMap `keys`: whether the verdict was Ready, and what the command printed.
+fn push_with_keys(cluster: &Cluster, reference: &str, keys: &str) -> (bool, String) {
+    wasmop_on(
+        cluster,
+        &[
+            "push",
+            "podreplica",
+            reference,
+            "--pull-secret",
+            "regcred",
+            "--public-keys",
+            keys,
+        ],
+    )
+}
+
 fn metric(host: &Host, prefix: &str) -> u64 {
     let (_, text) = host.http_get("/metrics").unwrap();
     text.lines()
@@ -412,18 +429,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         ("by-b", "SignatureInvalid", &by_b),
     ] {
         let r = format!("oci://{}:{tag}", reg.repo("plugins/podreplica"));
-        let (ok, text) = wasmop_on(
-            &cluster,
-            &[
-                "push",
-                "podreplica",
-                &r,
-                "--pull-secret",
-                "regcred",
-                "--public-keys",
-                "trusted",
-            ],
-        );
+        let (ok, text) = push_with_keys(&cluster, &r, "trusted");
         assert!(!ok, "{tag}: {text}");
         let (message, status) = wait_reason(&client, reason, 30).await;
         assert!(
@@ -445,18 +451,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
             "wasmop_source_refusals_total{wasmplugin=\"default/podreplica\",source=\"oci\",reason=\"Unsigned\"}"
         ) >= 1
     );
-    let (ok, text) = wasmop_on(
-        &cluster,
-        &[
-            "push",
-            "podreplica",
-            &v2_ref,
-            "--pull-secret",
-            "regcred",
-            "--public-keys",
-            "trusted",
-        ],
-    );
+    let (ok, text) = push_with_keys(&cluster, &v2_ref, "trusted");
     assert!(ok, "{text}");
     let (_, status) = wait_reason(&client, "Loaded", 30).await;
     assert!(
@@ -554,18 +549,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         .unwrap(),
     );
     let r = format!("oci://{}:by-b", reg.repo("plugins/podreplica"));
-    let (ok, text) = wasmop_on(
-        &cluster,
-        &[
-            "push",
-            "podreplica",
-            &r,
-            "--pull-secret",
-            "regcred",
-            "--public-keys",
-            "mine",
-        ],
-    );
+    let (ok, text) = push_with_keys(&cluster, &r, "mine");
     assert!(!ok, "{text}");
     let (message, status) = wait_reason(&client, "SignatureUntrusted", 30).await;
     println!("# SignatureUntrusted: {message}");
@@ -586,18 +570,7 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     );
     // Naming the admin's key narrows to it: the org-signed artifact runs, signed by the
     // host's key as the admin named it.
-    let (ok, text) = wasmop_on(
-        &cluster,
-        &[
-            "push",
-            "podreplica",
-            &v2_ref,
-            "--pull-secret",
-            "regcred",
-            "--public-keys",
-            "trusted",
-        ],
-    );
+    let (ok, text) = push_with_keys(&cluster, &v2_ref, "trusted");
     assert!(ok, "{text}");
     let (_, status) = wait_reason(&client, "Loaded", 30).await;
     assert!(
