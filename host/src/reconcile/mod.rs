@@ -242,39 +242,77 @@ async fn gate(
 ) -> Option<Action> {
     let mut synced = ctx.synced.clone();
     let _ = synced.wait_for(|s| *s).await;
-    // The object handed to this reconcile is the primary's cache as it is now.
+    // The object handed to this reconcile is the primary's cache as it was when it started.
     ctx.expectations.observe(
         &own_writes::key_of(&plugin.info.primary, obj),
         crate::expect::Seen::Present(obj),
     );
-    match ctx.expectations.pending(&pref.uid) {
-        Pending::Clear => None,
+    let oref = kube::runtime::reflector::ObjectRef::from_obj_with(obj, ctx.primary.clone());
+    let key = crate::expect::triggers::key_of(
+        obj.metadata.namespace.as_deref(),
+        obj.metadata.name.as_deref().unwrap_or_default(),
+    );
+    settled_view(
+        (&ctx.expectations, &ctx.triggers),
+        || ctx.primary_store.get(&oref),
+        obj,
+        (key, &pref.uid),
+    )
+}
+
+/// Whether `obj`, the primary as its cache held it when the reconcile started, may be
+/// decided on: `None` when every write of its own is seen and the cache (`cached`, read
+/// after the expectations answered) still holds that very version; otherwise the action
+/// to take instead.
+///
+/// - Waiting for its own writes: parked; the watch event that settles the last of them
+///   triggers the object again (also an echo of its own write, which otherwise would not:
+///   see `controller::primary_news`); the requeue is the backstop for expectations that
+///   expire.
+/// - Settled, but the cache moved on since the reconcile started (the echo came between
+///   the read and the look, or between the look and the parking): decided again at once,
+///   on the cache as it is then. The watch settles an expectation only after the cache
+///   holds the event, so a settled write is in the cache this reads: deciding on `obj`
+///   would miss it (ChaosPod killed twice, its first run's status unseen).
+fn settled_view(
+    (expectations, triggers): (
+        &crate::expect::Expectations,
+        &crate::expect::triggers::Triggers,
+    ),
+    cached: impl FnOnce() -> Option<Arc<DynamicObject>>,
+    obj: &DynamicObject,
+    (key, uid): (String, &str),
+) -> Option<Action> {
+    match expectations.pending(uid) {
+        Pending::Clear => {}
         Pending::Waiting {
             outstanding,
             expires_in,
         } => {
             tracing::debug!(outstanding, "waiting to see this object's own writes");
-            // Parked: the watch event that settles the last of them triggers this object
-            // again (also an echo of its own write, which otherwise would not: see
-            // `controller::primary_news`); the requeue is the backstop for expectations
-            // that expire. Settled between the look and the parking: decide now.
-            let key = crate::expect::triggers::key_of(
-                obj.metadata.namespace.as_deref(),
-                obj.metadata.name.as_deref().unwrap_or_default(),
-            );
-            if ctx.expectations.park(&ctx.triggers, key, &pref.uid) {
-                return None;
+            if !expectations.park(triggers, key, uid) {
+                return Some(Action::requeue(expires_in + Duration::from_millis(10)));
             }
-            Some(Action::requeue(expires_in + Duration::from_millis(10)))
         }
         Pending::Expired { outstanding } => {
             tracing::warn!(
                 outstanding,
                 "writes of the last plan were never seen by the watch; deciding anyway"
             );
-            None
         }
     }
+    let now = cached();
+    let moved_on = now
+        .as_ref()
+        .is_none_or(|c| c.metadata.resource_version != obj.metadata.resource_version);
+    if moved_on {
+        tracing::debug!("the cache moved on since the reconcile started: again at once");
+        return Some(match now {
+            Some(_) => Action::requeue(Duration::ZERO),
+            None => Action::await_change(),
+        });
+    }
+    None
 }
 
 async fn reconcile_with(
@@ -473,6 +511,62 @@ mod tests {
             v["status"] = s;
         }
         serde_json::from_value(v).unwrap()
+    }
+
+    fn at(rv: &str) -> DynamicObject {
+        let mut o = primary(None);
+        o.metadata.resource_version = Some(rv.into());
+        o.metadata.uid = Some("u".into());
+        o
+    }
+
+    fn key() -> crate::expect::ObjectKey {
+        crate::expect::ObjectKey {
+            group: "app.example.com".into(),
+            kind: "PodReplica".into(),
+            namespace: Some("d".into()),
+            name: "p".into(),
+        }
+    }
+
+    #[test]
+    fn a_primary_is_decided_only_as_the_cache_holds_it_after_its_writes_are_seen() {
+        use crate::expect::{Expect, Expectations, Seen, triggers::Triggers};
+        let expectations = Expectations::new(Duration::from_secs(60));
+        let triggers = Triggers::default();
+        let written = |rv: &str| Expect::Written {
+            resource_version: rv.into(),
+        };
+        let view = |cached: Option<DynamicObject>, handed: &DynamicObject| {
+            settled_view(
+                (&expectations, &triggers),
+                || cached.map(Arc::new),
+                handed,
+                ("d/p".into(), "u"),
+            )
+        };
+        // Nothing awaited, the cache as handed: decide.
+        assert_eq!(view(Some(at("6")), &at("6")), None);
+        // The plan wrote its status at 7; the reconcile after it was handed 6, and the echo
+        // settled the write before the gate looked: the cache holds 7, decide again on it
+        // (deciding on 6 misses the status: a ChaosPod runs twice).
+        expectations.expect("u", key(), written("7"), || None);
+        expectations.observe(&key(), Seen::Present(&at("7")));
+        assert_eq!(
+            view(Some(at("7")), &at("6")),
+            Some(Action::requeue(Duration::ZERO))
+        );
+        // Still waiting for 8: parked (the echo triggers it), the requeue a backstop.
+        expectations.expect("u", key(), written("8"), || None);
+        let parked = view(Some(at("7")), &at("7")).expect("parked");
+        assert!(parked != Action::requeue(Duration::ZERO) && parked != Action::await_change());
+        assert!(
+            triggers.take("d/p").is_some(),
+            "the echo is asked to trigger it"
+        );
+        // Gone from the cache meanwhile: nothing to decide.
+        expectations.observe(&key(), Seen::Present(&at("8")));
+        assert_eq!(view(None, &at("8")), Some(Action::await_change()));
     }
 
     #[test]
