@@ -148,6 +148,11 @@ pub struct RunArgs {
     /// over it, the least recently used files go. Within the Deployment's 1Gi `emptyDir`.
     #[arg(long, env = "WASMOP_CACHE_MAX_MIB", default_value_t = 768)]
     pub cache_max_mib: u64,
+    /// Seconds a new version that watches differently (other relations, selectors or
+    /// finalizer) may take to list its caches; the running version decides meanwhile, and
+    /// one whose caches do not list in time is refused (`CachesNotListed`) and offered again.
+    #[arg(long, env = "WASMOP_LIST_TIMEOUT_SECONDS", default_value_t = 120)]
+    pub list_timeout_seconds: u64,
     /// Seconds a registry has to answer each call of a pull (resolve, manifest, blob).
     #[arg(long, env = "WASMOP_OCI_TIMEOUT_SECONDS", default_value_t = 60)]
     pub oci_timeout_seconds: u64,

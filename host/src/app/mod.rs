@@ -211,13 +211,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shard: elections.shard.clone(),
         install_crds: args.install_crds,
     };
-    let manager = Arc::new(Manager::new(
-        Arc::new(deps),
-        health.clone(),
-        metrics.clone(),
-        limits,
-        shutdown_rx.clone(),
-    ));
+    let manager = Arc::new(
+        Manager::new(
+            Arc::new(deps),
+            health.clone(),
+            metrics.clone(),
+            limits,
+            shutdown_rx.clone(),
+        )
+        .with_list_timeout(Duration::from_secs(args.list_timeout_seconds.max(1))),
+    );
     let uploads = crate::registry::sources::Uploads {
         client: client.clone(),
         artifacts: Arc::new(sources::artifacts(&args)?),

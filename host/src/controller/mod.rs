@@ -96,14 +96,20 @@ impl Runner for ControllerDeps {
     }
 
     fn prepare(&self, info: &PluginInfo) -> Box<dyn Prepared> {
-        let caches = info
+        let (caches, listed) = info
             .relations
             .iter()
-            .map(|r| self.caches.acquire(&relation_for(r, self.shard.as_deref())))
-            .collect();
+            .map(|r| {
+                let relation = relation_for(r, self.shard.as_deref());
+                let cache = self.caches.acquire(&relation);
+                let listed = cache.listed_with(Fields::of(&relation));
+                (cache, Box::pin(listed) as BoxFuture<'static, ()>)
+            })
+            .unzip();
         Box::new(Ready {
             deps: self.clone(),
             caches,
+            listed: std::sync::Mutex::new(listed),
         })
     }
 
@@ -135,9 +141,18 @@ impl Runner for ControllerDeps {
 struct Ready {
     deps: ControllerDeps,
     caches: Vec<Arc<KindCache>>,
+    /// Each cache's first full list (with the fields this plugin reads), taken once.
+    listed: std::sync::Mutex<Vec<BoxFuture<'static, ()>>>,
 }
 
 impl Prepared for Ready {
+    fn listed(&self) -> BoxFuture<'static, ()> {
+        let all = std::mem::take(&mut *self.listed.lock().unwrap_or_else(|e| e.into_inner()));
+        Box::pin(async move {
+            futures::future::join_all(all).await;
+        })
+    }
+
     fn start(
         self: Box<Self>,
         slot: Arc<PluginSlot>,

@@ -126,7 +126,13 @@ pub struct Manager {
     /// Held by the offer (or removal) under way: one at a time, in order.
     turn: tokio::sync::Mutex<()>,
     running: Mutex<HashMap<String, Running>>,
+    /// How long a version that watches differently may take to list its caches before it
+    /// is refused (`CachesNotListed`), the running version deciding meanwhile.
+    list_timeout: Duration,
 }
+
+/// How long the caches of a version that watches differently may take to list, by default.
+pub const LIST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long a stopped controller may take to finish its running reconciles.
 pub const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -152,7 +158,15 @@ impl Manager {
             shutdown,
             turn: tokio::sync::Mutex::default(),
             running: Mutex::default(),
+            list_timeout: LIST_TIMEOUT,
         }
+    }
+
+    /// The same manager, giving a version that watches differently `timeout` to list its
+    /// caches (`--list-timeout-seconds`).
+    pub fn with_list_timeout(mut self, timeout: Duration) -> Self {
+        self.list_timeout = timeout;
+        self
     }
 
     fn running_map(&self) -> MutexGuard<'_, HashMap<String, Running>> {
@@ -349,14 +363,14 @@ impl Manager {
             r.plugin = Some(name);
             return Err(r);
         }
-        self.count(&name, LoadResult::Accepted);
         // What runs now: nothing, a version that watches the same way (swapped in place), or
         // one that watches differently (its controller restarts).
         let restart = {
             let mut running = self.running_map();
             match running.get_mut(&name) {
-                None => None,
+                None => false,
                 Some(r) if same_watches(&r.slot.current().info, &info) => {
+                    self.count(&name, LoadResult::Accepted);
                     let old = r.slot.swap(plugin);
                     r.origin = origin.clone();
                     tracing::info!(plugin = %name, from = %old.info.version, to = %info.version, %digest, "swapped");
@@ -367,15 +381,42 @@ impl Manager {
                         pass: Pass::of(r),
                     });
                 }
-                Some(r) => Some((r.slot.current(), r.stop.clone(), r.task.take())),
+                Some(_) => true,
             }
         };
         // Taken before the old controller lets go: a cache both versions use stays listed
         // across the restart.
         let prepared = self.runner.prepare(&info);
-        let change = match restart {
-            None => Change::Started,
-            Some((old, stop, task)) => {
+        let change = if restart {
+            // The running version decides until the new one's caches are listed: a cache
+            // that cannot list (a slow or failing watch) leaves it running, and the new
+            // version is refused with the reason (its source offers it again).
+            if tokio::time::timeout(self.list_timeout, prepared.listed())
+                .await
+                .is_err()
+            {
+                let running = self
+                    .running_map()
+                    .get(&name)
+                    .map(|r| r.slot.current().info.version.clone())
+                    .unwrap_or_default();
+                let message = format!(
+                    "the caches of what {} watches were not listed within {:?}; {running} keeps deciding",
+                    info.version, self.list_timeout
+                );
+                tracing::warn!(plugin = %name, version = %info.version, "{message}");
+                self.count(&name, LoadResult::Rejected);
+                let mut r = Rejection::new(Reason::CachesNotListed, message);
+                r.plugin = Some(name);
+                return Err(r);
+            }
+            let old = {
+                let mut running = self.running_map();
+                running
+                    .get_mut(&name)
+                    .map(|r| (r.slot.current(), r.stop.clone(), r.task.take()))
+            };
+            if let Some((old, stop, task)) = old {
                 tracing::info!(plugin = %name, "the new version watches differently: restarting its controller");
                 Self::stop(origin, &stop, task).await;
                 if let Some(fin) = old.info.finalizer.as_deref()
@@ -383,9 +424,12 @@ impl Manager {
                 {
                     self.runner.release_finalizer(&old.info, fin).await;
                 }
-                Change::Restarted
             }
+            Change::Restarted
+        } else {
+            Change::Started
         };
+        self.count(&name, LoadResult::Accepted);
         let started = self.start(prepared, plugin, origin);
         self.running_map().insert(name, started);
         Ok(Accepted {

@@ -41,6 +41,9 @@ pub enum Reason {
     KindsUnchecked,
     /// The host may not list and watch what the version watches.
     HostCannotWatch,
+    /// The caches of what a version that watches differently watches were not listed in
+    /// time; the running version keeps deciding.
+    CachesNotListed,
     /// The API server did not answer what the plugin's ServiceAccount may do.
     PermissionsUnchecked,
     /// The plugin's ServiceAccount lacks a rule the version declares.
@@ -87,6 +90,7 @@ impl Reason {
             Reason::KindNotServed => "KindNotServed",
             Reason::KindsUnchecked => "KindsUnchecked",
             Reason::HostCannotWatch => "HostCannotWatch",
+            Reason::CachesNotListed => "CachesNotListed",
             Reason::PermissionsUnchecked => "PermissionsUnchecked",
             Reason::PermissionsMissing => "PermissionsMissing",
             Reason::ConfigMapUnreadable => "ConfigMapUnreadable",
@@ -150,13 +154,15 @@ impl Rejection {
 
     /// Whether its source offers the version again by itself: it waits for permissions, for
     /// a registry that did not answer (away, slow, 5xx), for credentials or keys an admin
-    /// fixes in a Secret or ConfigMap (which change no WasmPlugin), or for an artifact not
-    /// published or signed yet. A bad artifact (digest, layout, size) waits for a new spec.
+    /// fixes in a Secret or ConfigMap (which change no WasmPlugin), for an artifact not
+    /// published or signed yet, or for caches that were slow to list. A bad artifact
+    /// (digest, layout, size) waits for a new spec.
     pub fn retries(&self) -> bool {
         self.waits_for_permissions()
             || matches!(
                 self.reason,
-                Reason::PullSecretInvalid
+                Reason::CachesNotListed
+                    | Reason::PullSecretInvalid
                     | Reason::TrustedKeysInvalid
                     | Reason::Pull(
                         "PullFailed"

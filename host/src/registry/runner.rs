@@ -41,6 +41,11 @@ pub trait Runner: Send + Sync {
 
 /// A controller that holds what it needs and waits to start.
 pub trait Prepared: Send {
+    /// Resolves once every cache it took has its first full list (at once for caches an
+    /// older controller of the plugin keeps listed): a version that watches differently
+    /// replaces the running one only then.
+    fn listed(&self) -> BoxFuture<'static, ()>;
+
     /// Runs the controller of the plugin in `slot` until `stop` resolves: `synced` turns
     /// true once its caches are listed, and each message on `reconcile_all` reconciles
     /// every object again.

@@ -291,3 +291,84 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
     )
     .await;
 }
+
+/// A version that watches differently replaces the running one only once its caches are
+/// listed: while the list of v3's pods (a label selector of its own) is held by a proxy in
+/// front of the API server, v1 keeps deciding (a new PodReplica gets its pod, in v1's
+/// words), and when the list does not come within `--list-timeout-seconds` v3 is refused
+/// with `CachesNotListed`, v1 still active. Released, the same upload restarts the
+/// controller on v3.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_that_watches_differently_waits_for_its_caches_and_the_old_one_decides() {
+    let cluster = Cluster::start("list-wait");
+    cluster.grant(&["podreplica.wasm"]);
+    let storm = crate::support::storm::Storm::start(&cluster, 0).await;
+    let limit_s = 10;
+    let host = Host::start_with(
+        &storm.kubeconfig,
+        &["podreplica.wasm"],
+        &["--list-timeout-seconds", &limit_s.to_string()],
+        &[],
+    );
+    let client = cluster.client().await;
+    let ar = podreplica_resource();
+    wait_for_crd(&client, &ar).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    apply(&client, &ar, "default", &pr("before", 1))
+        .await
+        .unwrap();
+    wait_message(&api, "before", "1/1 pods ready", "v1 decides").await;
+
+    // v3's pods cache lists with its label selector: held.
+    storm.hold_lists("labelSelector=app.example.com%2Fpodreplica");
+    let pushing = {
+        let cluster_kubeconfig = cluster.kubeconfig.clone();
+        std::thread::spawn(move || {
+            let file = plugin_dir().join("podreplica_v3.wasm");
+            wasmop(&[
+                "push",
+                "podreplica",
+                file.to_str().unwrap(),
+                "--kubeconfig",
+                cluster_kubeconfig.to_str().unwrap(),
+                "--namespace",
+                "default",
+                "--timeout",
+                "120",
+            ])
+        })
+    };
+    eventually(Duration::from_secs(60), "v3's list held", || async {
+        (storm.lists_held() > 0).then_some(())
+    })
+    .await;
+    let asked = Instant::now();
+    apply(&client, &ar, "default", &pr("during", 1))
+        .await
+        .unwrap();
+    wait_message(
+        &api,
+        "during",
+        "1/1 pods ready",
+        "v1 decides while v3's caches list",
+    )
+    .await;
+    let (ok, text) = pushing.join().unwrap();
+    let waited = asked.elapsed();
+    println!("v1 decided a new PodReplica while v3 waited; v3 refused after {waited:.1?}: {text}");
+    assert!(!ok && text.contains("CachesNotListed"), "{text}");
+    assert!(text.contains("keeps deciding"), "{text}");
+    assert!(storm.lists_held() > 0);
+    // v1 is still the one deciding.
+    apply(&client, &ar, "default", &pr("after", 1))
+        .await
+        .unwrap();
+    wait_message(&api, "after", "1/1 pods ready", "v1 still decides").await;
+
+    // The list comes: the same upload restarts the controller on v3.
+    storm.release_lists();
+    let (ok, text) = push(&cluster, "podreplica", "podreplica_v3.wasm");
+    assert!(ok && text.contains("Restarted"), "{text}");
+    wait_message(&api, "after", "1/1 pods ready (v3)", "v3 decides").await;
+    drop(host);
+}

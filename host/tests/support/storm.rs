@@ -1,8 +1,10 @@
 //! A storm of refused writes: a loopback HTTP proxy between a host and the API server that
 //! answers a share of POST and DELETE requests itself with 429 Too Many Requests or 500
 //! Internal Server Error (alternately), before they reach the server, and forwards
-//! everything else (watches stream through). The host talks plain HTTP to the proxy with a
-//! kubeconfig of its own; the proxy talks to the API server as the test's admin.
+//! everything else (watches stream through). It can also hold lists (GETs that are not
+//! watches) whose URI contains a given text until released: a cache that cannot list. The
+//! host talks plain HTTP to the proxy with a kubeconfig of its own; the proxy talks to the
+//! API server as the test's admin.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,12 +28,27 @@ pub struct Storm {
     _dir: Scratch,
 }
 
-#[derive(Default)]
 struct Counters {
     /// Percent of POST and DELETE requests refused.
     share: AtomicU64,
     writes: AtomicU64,
     refused: AtomicU64,
+    /// Lists whose URI contains this are held until it changes.
+    hold: tokio::sync::watch::Sender<Option<String>>,
+    /// Lists held so far.
+    held: AtomicU64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            share: AtomicU64::default(),
+            writes: AtomicU64::default(),
+            refused: AtomicU64::default(),
+            hold: tokio::sync::watch::channel(None).0,
+            held: AtomicU64::default(),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -79,6 +96,22 @@ impl Storm {
         self.counters.share.store(percent, Ordering::SeqCst);
     }
 
+    /// Holds every list whose URI (path and query) contains `needle` until
+    /// [`Storm::release_lists`]; watches and everything else pass.
+    pub fn hold_lists(&self, needle: &str) {
+        self.counters.hold.send_replace(Some(needle.to_string()));
+    }
+
+    /// Lets the held lists (and later ones) through.
+    pub fn release_lists(&self) {
+        self.counters.hold.send_replace(None);
+    }
+
+    /// How many lists were held so far.
+    pub fn lists_held(&self) -> u64 {
+        self.counters.held.load(Ordering::SeqCst)
+    }
+
     /// (writes seen, writes refused) so far.
     pub fn counts(&self) -> (u64, u64) {
         (
@@ -115,6 +148,13 @@ fn refusal(n: u64) -> Response {
 }
 
 async fn relay(State(up): State<Upstream>, req: Request) -> Response {
+    let uri = req.uri().to_string();
+    let held = |h: &Option<String>| h.as_ref().is_some_and(|n| uri.contains(n.as_str()));
+    if req.method() == Method::GET && !uri.contains("watch=") && held(&up.counters.hold.borrow()) {
+        up.counters.held.fetch_add(1, Ordering::SeqCst);
+        let mut hold = up.counters.hold.subscribe();
+        let _ = hold.wait_for(|h| !held(h)).await;
+    }
     if matches!(*req.method(), Method::POST | Method::DELETE) {
         let n = up.counters.writes.fetch_add(1, Ordering::SeqCst);
         // Spread evenly: n*37 mod 100 walks every residue once per 100 writes.

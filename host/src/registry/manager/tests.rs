@@ -21,6 +21,9 @@ struct Fake {
     refuse: StdMutex<Option<Rejection>>,
     /// When set, an approval waits until it is notified (a slow SubjectAccessReview).
     hold: StdMutex<Option<Arc<Notify>>>,
+    /// When set, the caches a controller prepares list only once it is notified (a slow
+    /// or failing watch).
+    unlisted: StdMutex<Option<Arc<Notify>>>,
 }
 
 impl Fake {
@@ -30,6 +33,7 @@ impl Fake {
             log: Log::default(),
             refuse: StdMutex::default(),
             hold: StdMutex::default(),
+            unlisted: StdMutex::default(),
         })
     }
 
@@ -41,9 +45,19 @@ impl Fake {
 struct FakeReady {
     name: String,
     log: Log,
+    unlisted: Option<Arc<Notify>>,
 }
 
 impl Prepared for FakeReady {
+    fn listed(&self) -> futures::future::BoxFuture<'static, ()> {
+        let unlisted = self.unlisted.clone();
+        Box::pin(async move {
+            if let Some(n) = unlisted {
+                n.notified().await;
+            }
+        })
+    }
+
     fn start(
         self: Box<Self>,
         _slot: Arc<PluginSlot>,
@@ -95,6 +109,7 @@ impl Runner for Fake {
         Box::new(FakeReady {
             name: info.name.clone(),
             log: self.log.clone(),
+            unlisted: self.unlisted.lock().unwrap().clone(),
         })
     }
 
@@ -411,4 +426,97 @@ async fn a_candidate_is_the_same_plugin_watching_the_same_way() {
     assert_eq!(m.rollouts().await.len(), 1);
     m.drop_candidate(&upload("p")).await;
     assert!(m.rollouts().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_running_version_decides_until_the_new_ones_caches_are_listed() {
+    let fake = Fake::new();
+    let (m, _stop) = manager(&fake);
+    let m = Arc::new(m.with_list_timeout(Duration::from_secs(30)));
+    m.offer(&file("p"), component("podreplica.wasm"))
+        .await
+        .unwrap();
+    let slow = Arc::new(Notify::new());
+    *fake.unlisted.lock().unwrap() = Some(slow.clone());
+    let offer = tokio::spawn({
+        let m = m.clone();
+        async move { m.offer(&file("p"), component("podreplica_v3.wasm")).await }
+    });
+    // While the new version's caches list, the old controller runs and the old version
+    // decides.
+    while fake.log().len() < 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        fake.log(),
+        [
+            "prepare podreplica",
+            "start podreplica",
+            "prepare podreplica"
+        ]
+    );
+    let running = m.slots().await;
+    assert_eq!(running[0].1.current().info.version, "0.1.0");
+    assert!(!offer.is_finished());
+    // Listed: only now the old controller stops and the new one starts.
+    slow.notify_one();
+    assert_eq!(offer.await.unwrap().unwrap().change, Change::Restarted);
+    assert_eq!(
+        fake.log(),
+        [
+            "prepare podreplica",
+            "start podreplica",
+            "prepare podreplica",
+            "stopped podreplica",
+            "start podreplica"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_version_whose_caches_do_not_list_in_time_is_refused_and_the_old_one_stays() {
+    let fake = Fake::new();
+    let (m, _stop) = manager(&fake);
+    let limit = Duration::from_millis(300);
+    let m = m.with_list_timeout(limit);
+    m.offer(&file("p"), component("podreplica.wasm"))
+        .await
+        .unwrap();
+    *fake.unlisted.lock().unwrap() = Some(Arc::new(Notify::new()));
+    let asked = std::time::Instant::now();
+    let refused = m
+        .offer(&file("p"), component("podreplica_v3.wasm"))
+        .await
+        .unwrap_err();
+    let took = asked.elapsed();
+    assert_eq!(refused.reason, Reason::CachesNotListed);
+    assert!(refused.retries(), "its source offers it again");
+    assert!(
+        refused.message.contains("0.1.0 keeps deciding"),
+        "{}",
+        refused.message
+    );
+    // Refused when the limit ran out, not before (the upper bound is the test's own
+    // deadline: the offer returned at all).
+    assert!(
+        took >= limit,
+        "refused after {took:?}, the limit is {limit:?}"
+    );
+    // The old controller was never stopped, and it still runs the old version.
+    assert_eq!(
+        fake.log(),
+        [
+            "prepare podreplica",
+            "start podreplica",
+            "prepare podreplica"
+        ]
+    );
+    assert_eq!(m.slots().await[0].1.current().info.version, "0.1.0");
+    // Once the caches list, the same version is accepted.
+    *fake.unlisted.lock().unwrap() = None;
+    let v3 = m
+        .offer(&file("p"), component("podreplica_v3.wasm"))
+        .await
+        .unwrap();
+    assert_eq!(v3.change, Change::Restarted);
 }
