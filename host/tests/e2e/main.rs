@@ -12,6 +12,7 @@ mod support;
 
 mod chaospod;
 mod dev;
+mod disk;
 mod hostile;
 mod hotswap;
 mod identity;
