@@ -315,6 +315,70 @@ async fn leader_whose_requests_hang_steps_down_before_takeover() -> anyhow::Resu
     run_cut_off(Fault::Blackhole).await
 }
 
+/// A write cut off at the fence's deadline may still be committed by the API server: a
+/// leader that had one does not release its Lease on shutdown (a released Lease is taken at
+/// once) but lets it run out. Its writes go through a relay that swallows them (they hang),
+/// its Lease is renewed directly; after the cut-off write, a graceful shutdown leaves the
+/// record held, and the standby takes over only once it has stood for the whole duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_with_a_write_of_unknown_outcome_lets_its_lease_run_out() -> anyhow::Result<()> {
+    let config = config().await?;
+    let name = unique_name();
+    let result = unknown_outcome(config.clone(), &name).await;
+    let api: Api<Lease> = Api::namespaced(kube::Client::try_from(config)?, "default");
+    let cleanup = api.delete(&name, &DeleteParams::default()).await;
+    result?;
+    cleanup.context("deleting the test Lease")?;
+    Ok(())
+}
+
+async fn unknown_outcome(config: kube::Config, name: &str) -> anyhow::Result<()> {
+    let (direct, relay, relayed) = through_relay(config.clone()).await?;
+    drop(relayed);
+    let a = start(&direct, name, "elector-a");
+    wait_until(LEASE + SLACK, || Ok(()), || a.leads()).await?;
+    let b = start(&direct, name, "elector-b");
+    // a's writes: through the relay, behind a's fence.
+    let mut relayed = config;
+    relayed.cluster_url = format!("https://127.0.0.1:{}", relay.port).parse()?;
+    let writer = kube::client::ClientBuilder::try_from(relayed)?
+        .with_layer(&wasmop::k8s::fence::FenceLayer(a.fence.clone()))
+        .build();
+    relay.break_link(Fault::Blackhole);
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(writer, "default");
+    let cm = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("{name}-w")}}))?;
+    let cut = cms.create(&Default::default(), &cm).await;
+    ensure!(
+        matches!(&cut, Err(e) if wasmop::k8s::fence::is_fenced_off(e)),
+        "the write should be cut off at the fence's deadline: {cut:?}"
+    );
+    ensure!(
+        a.fence.outcomes_unknown() == 1,
+        "the cut-off write is counted"
+    );
+    ensure!(a.leads() && !b.leads(), "a still leads (its renewals pass)");
+    let api: Api<Lease> = Api::namespaced(direct.clone(), "default");
+    let fence = a.fence.clone();
+    a.shut_down().await?;
+    ensure!(!fence.is_open(), "a stopped leader's fence is open");
+    let held = api.get(name).await?.spec.unwrap_or_default();
+    ensure!(
+        held.holder_identity.as_deref() == Some("elector-a")
+            && held.lease_duration_seconds == Some(LEASE.as_secs() as i32),
+        "the Lease was released (or shortened) after a write of unknown outcome: {held:?}"
+    );
+    let took = wait_until(LEASE + SLACK, || Ok(()), || b.leads()).await?;
+    println!("b led {took:?} after a stopped with a write of unknown outcome");
+    // a renewed at most `renew_every` (1 s) before it stopped; b waits for the record to
+    // stand unchanged for the whole duration.
+    ensure!(
+        took + Duration::from_millis(1500) >= LEASE,
+        "b took a Lease that could still cover a's write ({took:?} after a stopped)"
+    );
+    b.shut_down().await
+}
+
 /// A returning member is a new member: a shard cut off from the API server (its requests
 /// hang) for longer than its Lease leaves the ring; when the link comes back its elector
 /// never renews that Lease nor opens its fence again, however the record stands (nobody

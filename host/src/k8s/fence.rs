@@ -13,7 +13,10 @@
 //! API server after its deadline. The fence counts the writes in flight
 //! ([`Fence::writes_ended`]): a replica that steps down releases its Lease only once they
 //! have ended or timed out, so a successor cannot act while an older write is still on its
-//! way.
+//! way. A write cut off at the deadline may still be committed by the API server later (its
+//! outcome is unknown): the fence counts those of the current term
+//! ([`Fence::outcomes_unknown`]), and a replica that had one does not release its Lease
+//! early but lets it run out for its whole duration.
 //!
 //! [`FenceLayer`] puts the fence into a `kube::Client`'s tower stack; the lease itself is
 //! written through a client without it.
@@ -35,6 +38,8 @@ pub struct Fence {
     open_until: Mutex<Option<Option<Instant>>>,
     epoch: tokio::sync::watch::Sender<u64>,
     in_flight: tokio::sync::watch::Sender<usize>,
+    /// Writes of the current term cut off at the deadline (their outcome unknown).
+    unknown: std::sync::atomic::AtomicU64,
 }
 
 /// Until when writes may leave: `None` closed, `Some(None)` open for good.
@@ -47,6 +52,7 @@ impl Fence {
             open_until: Mutex::new(Some(None)),
             epoch: tokio::sync::watch::Sender::new(0),
             in_flight: tokio::sync::watch::Sender::new(0),
+            unknown: Default::default(),
         })
     }
 
@@ -56,12 +62,24 @@ impl Fence {
             open_until: Mutex::new(None),
             epoch: tokio::sync::watch::Sender::new(0),
             in_flight: tokio::sync::watch::Sender::new(0),
+            unknown: Default::default(),
         })
     }
 
-    /// Opens the fence until `deadline` (a later renewal moves it on).
+    /// Opens the fence until `deadline` (a later renewal moves it on). Opening a closed
+    /// fence starts a term: nothing of it has an unknown outcome yet.
     pub fn open_until(&self, deadline: Instant) {
-        *self.lock() = Some(Some(deadline));
+        let mut window = self.lock();
+        if window.is_none() {
+            self.unknown.store(0, std::sync::atomic::Ordering::SeqCst);
+        }
+        *window = Some(Some(deadline));
+    }
+
+    /// How many writes of the current term (since the fence last opened) were cut off at
+    /// its deadline: the API server may still commit them.
+    pub fn outcomes_unknown(&self) -> u64 {
+        self.unknown.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Closes the fence: no write leaves from now on, and a new epoch starts.
@@ -227,16 +245,22 @@ where
             return Box::pin(std::future::ready(Err(refused.into())));
         };
         let fut = self.inner.call(req);
+        let fence = self.fence.clone();
         Box::pin(async move {
             let _counted = counted;
             match left {
                 None => fut.await.map_err(Into::into),
                 Some(after) => match tokio::time::timeout(after, fut).await {
                     Ok(result) => result.map_err(Into::into),
-                    Err(_) => Err(WriteTimedOut {
-                        method,
-                        path,
-                        after,
+                    Err(_) => Err({
+                        fence
+                            .unknown
+                            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        WriteTimedOut {
+                            method,
+                            path,
+                            after,
+                        }
                     }
                     .into()),
                 },
@@ -356,6 +380,14 @@ mod tests {
         );
         assert!(is_fenced_off(&kube::Error::Service(cut)));
         assert_eq!(fence.writes_in_flight(), 0);
+        // Its outcome is unknown until the term ends; the next term starts with none.
+        assert_eq!(fence.outcomes_unknown(), 1);
+        fence.open_until(Instant::now() + Duration::from_secs(60));
+        assert_eq!(fence.outcomes_unknown(), 1, "a renewal keeps the term");
+        fence.close();
+        assert_eq!(fence.outcomes_unknown(), 1, "known after the step-down");
+        fence.open_until(Instant::now() + Duration::from_millis(300));
+        assert_eq!(fence.outcomes_unknown(), 0, "a new term");
         // Reads are never cut off: a watch may take as long as it likes.
         let read = Request::builder().uri("/api/v1/pods").body(()).unwrap();
         let waiting = tokio::time::timeout(Duration::from_millis(500), svc.oneshot(read)).await;

@@ -433,11 +433,20 @@ pub async fn run_elector_announcing(
         {
             tracing::warn!(%lease, in_flight = fence.writes_in_flight(), "writes still in flight after the renew deadline");
         }
-        match tokio::time::timeout(cfg.renew_every, release(&api, &cfg)).await {
-            Ok(Ok(true)) => tracing::info!(%lease, "released lease on shutdown"),
-            Ok(Ok(false)) => tracing::info!(%lease, "lease no longer ours on shutdown"),
-            Ok(Err(error)) => tracing::warn!(%lease, %error, "could not release lease"),
-            Err(_) => tracing::warn!(%lease, "releasing lease timed out"),
+        // Cut off, or still in flight after the deadline: either may yet be committed.
+        let unknown = fence.outcomes_unknown() + fence.writes_in_flight() as u64;
+        if unknown > 0 {
+            // The API server may still commit a write that was cut off: the Lease is left to
+            // run out for its whole duration, so no successor acts before it could land.
+            tracing::warn!(%lease, unknown, duration = ?cfg.lease_duration,
+                "writes of this term were cut off without an answer: the lease is not released, it runs out");
+        } else {
+            match tokio::time::timeout(cfg.renew_every, release(&api, &cfg)).await {
+                Ok(Ok(true)) => tracing::info!(%lease, "released lease on shutdown"),
+                Ok(Ok(false)) => tracing::info!(%lease, "lease no longer ours on shutdown"),
+                Ok(Err(error)) => tracing::warn!(%lease, %error, "could not release lease"),
+                Err(_) => tracing::warn!(%lease, "releasing lease timed out"),
+            }
         }
     }
     set(false);

@@ -104,12 +104,12 @@ impl Store {
 
     fn write(&self, rel: &str, bytes: &[u8]) {
         let path = self.dir.join(rel);
-        if let Err(e) = crate::runtime::disk::write_whole(&path, bytes) {
+        let written = match &self.cap {
+            Some(cap) => cap.write(&path, bytes),
+            None => crate::runtime::disk::write_whole(&path, bytes),
+        };
+        if let Err(e) = written {
             tracing::warn!(dir = %self.dir.display(), error = %e, "could not keep a pulled artifact on disk");
-            return;
-        }
-        if let Some(cap) = &self.cap {
-            cap.enforce(&path);
         }
     }
 }

@@ -231,7 +231,7 @@ fn write_loop(
             }
         };
         let path = file(&dir, seq);
-        if let Err(e) = std::fs::write(&path, text) {
+        if let Err(e) = cap.write(&path, text.as_bytes()) {
             // The directory may have gone, or never been made: made again next time.
             if std::fs::create_dir_all(&dir).is_err() {
                 plugins.remove(&d.plugin);
@@ -243,7 +243,6 @@ fn write_loop(
         }
         note(&d.plugin, Ok(()));
         files.push_back(seq);
-        cap.enforce(&path);
         while files.len() > max {
             if let Some(old) = files.pop_front() {
                 let _ = std::fs::remove_file(file(&dir, old));

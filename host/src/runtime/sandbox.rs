@@ -212,18 +212,15 @@ impl Sandbox {
             return;
         };
         let write = || -> anyhow::Result<()> {
-            crate::runtime::disk::write_whole(&path, &component.serialize()?)?;
+            let bytes = component.serialize()?;
+            match &self.disk_cap {
+                Some(cap) => cap.write(&path, &bytes)?,
+                None => crate::runtime::disk::write_whole(&path, &bytes)?,
+            }
             Ok(())
         };
-        match write() {
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "could not keep the compiled component on disk");
-            }
-            Ok(()) => {
-                if let Some(cap) = &self.disk_cap {
-                    cap.enforce(&path);
-                }
-            }
+        if let Err(e) = write() {
+            tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "could not keep the compiled component on disk");
         }
     }
 
