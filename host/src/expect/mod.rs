@@ -18,6 +18,12 @@
 //!   never satisfies (a lost event) expires after the TTL, with a warning.
 //! - resourceVersions are compared as numbers when both are numbers (what the API server
 //!   uses); otherwise any event of the object after the write counts.
+//! - A write cut off before its answer ([`crate::k8s::fence`]: the leadership's deadline
+//!   passed) may still be committed by the API server. It is expected all the same: a named
+//!   write as a version newer than the cache held, a delete as one, and a create under a
+//!   generated name, whose name nobody knows, as [`Expect::Unanswered`], which only its
+//!   expiry settles (the ReplicaSet controller keeps the expectation of a create that timed
+//!   out for the same reason). A primary is not decided again on a view that may miss it.
 
 pub mod progress;
 pub mod triggers;
@@ -54,6 +60,9 @@ pub enum Expect {
         /// UID of the deleted object.
         uid: String,
     },
+    /// A create under a generated name cut off before its answer: what the watch shows
+    /// cannot be told apart from other objects, so only the expiry settles it.
+    Unanswered,
 }
 
 /// What a watch event showed of an object.
@@ -213,6 +222,7 @@ fn satisfied(expect: &Expect, seen: Seen<'_>) -> bool {
         }
         (Expect::Deleted { .. }, Seen::Gone | Seen::Absent) => true,
         (Expect::Written { .. }, Seen::Absent) => false,
+        (Expect::Unanswered, _) => false,
     }
 }
 
@@ -236,7 +246,7 @@ impl Expectations {
         let already = match (&expect, cached()) {
             (_, Some(o)) => satisfied(&expect, Seen::Present(&o)),
             (Expect::Deleted { .. }, None) => true,
-            (Expect::Written { .. }, None) => false,
+            (Expect::Written { .. } | Expect::Unanswered, None) => false,
         };
         if already {
             return;

@@ -228,3 +228,23 @@ fn only_the_event_at_the_written_version_is_an_echo() {
     assert!(!e.observe_echo(&key("p"), &obj("p", "u", "31")));
     assert!(!e.waits("p"));
 }
+
+#[test]
+fn a_create_cut_off_before_its_answer_holds_the_primary_until_it_expires() {
+    let ttl = Duration::from_millis(200);
+    let e = Expectations::new(ttl);
+    // Its generated name is unknown: keyed by the prefix, never settled by an event.
+    e.expect("p", key("pr-pod-"), Expect::Unanswered, || None);
+    assert_eq!(waiting(&e, "p"), 1);
+    e.observe(&key("pr-pod-"), Seen::Present(&obj("pr-pod-", "u1", "7")));
+    e.observe(
+        &key("pr-pod-x1"),
+        Seen::Present(&obj("pr-pod-x1", "u2", "8")),
+    );
+    e.relisted("", "Pod", |_| Some(Arc::new(obj("pr-pod-x1", "u2", "8"))));
+    assert!(e.waits("p"));
+    // Only the expiry lets it be decided again.
+    std::thread::sleep(ttl + Duration::from_millis(50));
+    assert_eq!(e.pending("p"), Pending::Expired { outstanding: 1 });
+    assert_eq!(e.pending("p"), Pending::Clear);
+}

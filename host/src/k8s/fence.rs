@@ -175,6 +175,12 @@ pub fn is_fenced_off(err: &kube::Error) -> bool {
     }
 }
 
+/// Whether a client error is a write cut off at the fence's deadline: sent, and its
+/// outcome unknown (the API server may still commit it).
+pub fn is_cut_off(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Service(e) if e.downcast_ref::<WriteTimedOut>().is_some())
+}
+
 /// A write in flight, counted on the fence until dropped.
 struct InFlight(Arc<Fence>);
 

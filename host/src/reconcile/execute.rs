@@ -37,6 +37,9 @@ pub enum Written {
         /// UID the delete was made on.
         uid: String,
     },
+    /// A step cut off before its answer ([`crate::k8s::fence::is_cut_off`]): the API
+    /// server may still carry it out.
+    Unanswered(Step),
 }
 
 /// The field manager of a plugin's writes.
@@ -61,7 +64,8 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
 pub const MAX_TOGETHER: usize = 16;
 
 /// Carries out `steps` in order; stops at the first failure. `done` hears of every write
-/// that succeeded, in the steps' order, before any later step starts.
+/// that succeeded, and of every one cut off before its answer (which may still land), in
+/// the steps' order, before any later step starts.
 ///
 /// A run of consecutive creates of one kind (all with generated names, so none can name
 /// another) or of consecutive deletes of one kind (each by UID) goes out together, up to
@@ -85,11 +89,14 @@ pub async fn run_steps(
             )
             .await;
             let mut first_error = None;
-            for result in results {
+            for (step, result) in chunk.iter().zip(results) {
                 match result {
                     Ok(Some(written)) => done(written),
                     Ok(None) => {}
                     Err(e) => {
+                        if crate::k8s::fence::is_cut_off(&e) {
+                            done(Written::Unanswered(step.clone()));
+                        }
                         first_error.get_or_insert(e);
                     }
                 }

@@ -477,7 +477,12 @@ async fn execute_plan(
         let before = obj.data.get("status").unwrap_or(&Value::Null);
         let stored =
             execute::write_status(&ctx.writer, &info.name, &info.primary, pref, before, status)
-                .await?;
+                .await
+                .inspect_err(|e| {
+                    if crate::k8s::fence::is_cut_off(e) {
+                        own_writes::record_primary_unanswered(ctx, &pref.uid, &info.primary, obj);
+                    }
+                })?;
         own_writes::record_primary(ctx, &pref.uid, &info.primary, &stored);
     }
     for ev in &plan.events {

@@ -83,6 +83,7 @@ pub fn record(ctx: &Context, primary_uid: &str, written: Written) {
                 || cache.store.get(&oref).filter(|o| cache.owners.shows(o)),
             );
         }
+        Written::Unanswered(step) => unanswered(ctx, primary_uid, step),
         Written::Deleted {
             kind,
             namespace,
@@ -105,6 +106,87 @@ pub fn record(ctx: &Context, primary_uid: &str, written: Written) {
                 });
         }
     }
+}
+
+/// The version after `cached`'s, as the watch must show it once a write of it landed: a
+/// number one higher, or any version at all when the cache does not hold the object.
+fn newer_than(cached: Option<&DynamicObject>) -> String {
+    cached
+        .and_then(|o| o.metadata.resource_version.as_deref()?.parse::<u64>().ok())
+        .map_or_else(|| "1".to_string(), |rv| (rv + 1).to_string())
+}
+
+/// Records a step cut off before its answer, which the API server may still carry out
+/// ([`crate::expect`]): a named write as a version newer than the cache holds, a delete as
+/// one, a create under a generated name as [`Expect::Unanswered`] (its expiry settles it).
+fn unanswered(ctx: &Context, primary_uid: &str, step: crate::plan::guard::Step) {
+    use crate::plan::guard::Step;
+    let (kind, namespace, name) = match &step {
+        Step::Create { kind, object } | Step::Apply { kind, object } => {
+            let s = |p: &str| object.pointer(p).and_then(serde_json::Value::as_str);
+            let name = match step {
+                Step::Create { .. } => s("/metadata/generateName").or(s("/metadata/name")),
+                _ => s("/metadata/name"),
+            };
+            (
+                kind,
+                s("/metadata/namespace").map(String::from),
+                name.unwrap_or_default().to_string(),
+            )
+        }
+        Step::Delete { kind, target } => (kind, target.namespace.clone(), target.name.clone()),
+    };
+    let Some(cache) = ctx.related.iter().find(|c| c.relation.kind == *kind) else {
+        return;
+    };
+    tracing::warn!(kind = %kind.kind, name, "a write was cut off before its answer: expected all the same");
+    let oref = object_ref(&cache.resource, namespace.as_deref(), &name);
+    let key = ObjectKey {
+        group: kind.group.clone(),
+        kind: kind.kind.clone(),
+        namespace,
+        name,
+    };
+    match step {
+        Step::Create { .. } => {
+            ctx.expectations
+                .expect(primary_uid, key, Expect::Unanswered, || None)
+        }
+        Step::Apply { .. } => {
+            let cached = cache.store.get(&oref);
+            let expect = Expect::Written {
+                resource_version: newer_than(cached.as_deref()),
+            };
+            ctx.expectations
+                .expect(primary_uid, key, expect, || cache.store.get(&oref));
+        }
+        Step::Delete { target, .. } => {
+            if let Some(uid) = target.uid {
+                ctx.expectations
+                    .expect(primary_uid, key, Expect::Deleted { uid }, || {
+                        cache.store.get(&oref)
+                    });
+            }
+        }
+    }
+}
+
+/// Records a status write on `obj`, the primary as its cache holds it, that was cut off
+/// before its answer: the watch must show a newer version before the primary is decided
+/// again (or the expectation expires).
+pub fn record_primary_unanswered(
+    ctx: &Context,
+    primary_uid: &str,
+    kind: &KindRef,
+    obj: &DynamicObject,
+) {
+    let key = key_of(kind, obj);
+    let oref = object_ref(&ctx.primary, key.namespace.as_deref(), &key.name);
+    let expect = Expect::Written {
+        resource_version: newer_than(ctx.primary_store.get(&oref).as_deref()),
+    };
+    ctx.expectations
+        .expect(primary_uid, key, expect, || ctx.primary_store.get(&oref));
 }
 
 /// Records a write on the primary itself (`stored` is what the API server returned), so

@@ -11,6 +11,7 @@
 mod support;
 
 mod chaospod;
+mod cutoff;
 mod dev;
 mod disk;
 mod hostile;

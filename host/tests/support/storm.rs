@@ -35,6 +35,11 @@ struct Counters {
     refused: AtomicU64,
     /// Lists whose URI contains this are held until it changes.
     hold: tokio::sync::watch::Sender<Option<String>>,
+    /// POSTs whose URI contains the text are sent on only after the delay, whether the
+    /// client still waits for them or not.
+    delay: std::sync::Mutex<Option<(String, std::time::Duration)>>,
+    /// POSTs delayed so far.
+    delayed: AtomicU64,
     /// Lists held so far.
     held: AtomicU64,
 }
@@ -47,6 +52,8 @@ impl Default for Counters {
             refused: AtomicU64::default(),
             hold: tokio::sync::watch::channel(None).0,
             held: AtomicU64::default(),
+            delay: std::sync::Mutex::new(None),
+            delayed: AtomicU64::default(),
         }
     }
 }
@@ -107,6 +114,18 @@ impl Storm {
         self.counters.hold.send_replace(None);
     }
 
+    /// Sends every POST whose URI contains `needle` on to the API server only `after` it
+    /// came, from a task of its own: a client that gives up before then (its write cut off)
+    /// still has it committed later. `None` ends it.
+    pub fn delay_posts(&self, delay: Option<(&str, std::time::Duration)>) {
+        *self.counters.delay.lock().unwrap() = delay.map(|(n, d)| (n.to_string(), d));
+    }
+
+    /// How many POSTs were delayed so far.
+    pub fn posts_delayed(&self) -> u64 {
+        self.counters.delayed.load(Ordering::SeqCst)
+    }
+
     /// How many lists were held so far.
     pub fn lists_held(&self) -> u64 {
         self.counters.held.load(Ordering::SeqCst)
@@ -163,6 +182,12 @@ async fn relay(State(up): State<Upstream>, req: Request) -> Response {
             return refusal(n);
         }
     }
+    let delay = match &*up.counters.delay.lock().unwrap() {
+        Some((needle, after)) if req.method() == Method::POST && uri.contains(needle.as_str()) => {
+            Some(*after)
+        }
+        _ => None,
+    };
     let (mut parts, body) = req.into_parts();
     parts.headers.remove(http::header::HOST);
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
@@ -170,6 +195,21 @@ async fn relay(State(up): State<Upstream>, req: Request) -> Response {
         Err(e) => return bad_gateway(&e.to_string()),
     };
     let forward = http::Request::from_parts(parts, kube::client::Body::from(bytes));
+    if let Some(after) = delay {
+        up.counters.delayed.fetch_add(1, Ordering::SeqCst);
+        // Sent from a task of its own: it reaches the API server even when this handler is
+        // dropped (the client gave up).
+        let client = up.client.clone();
+        let sent = tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            client.send(forward).await
+        });
+        return match sent.await {
+            Ok(Ok(resp)) => resp.map(Body::new),
+            Ok(Err(e)) => bad_gateway(&e.to_string()),
+            Err(e) => bad_gateway(&e.to_string()),
+        };
+    }
     match up.client.send(forward).await {
         Ok(resp) => resp.map(Body::new),
         Err(e) => bad_gateway(&e.to_string()),
