@@ -97,6 +97,18 @@ fn push_with_keys(cluster: &Cluster, reference: &str, keys: &str) -> (bool, Stri
     )
 }
 
+/// How many times the registry answered a HEAD of `repo:tag`'s manifest (its access log):
+/// how a host resolves a tag it follows.
+fn tag_resolutions(reg: &Registry, repo: &str, tag: &str) -> usize {
+    let request = format!("\"HEAD /v2/{repo}/manifests/{tag} HTTP/");
+    std::fs::read_to_string(reg.state.join("logs/registry.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| Some(l.split_once(&request)?.1.split_once("\" ")?.1))
+        .filter(|answer| answer.starts_with("200 "))
+        .count()
+}
+
 fn metric(host: &Host, prefix: &str) -> u64 {
     let (_, text) = host.http_get("/metrics").unwrap();
     text.lines()
@@ -274,14 +286,43 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     assert!(!message.is_empty());
     assert_eq!(status["pluginVersion"], "0.1.0-v2", "{status}");
     // The polls that follow find the tag where it was: the refused build is not loaded
-    // again (two polls at 5 s).
+    // again. Two whole polls, as the registry's access log shows them: each resolves the tag
+    // (a HEAD of its manifest), and one WasmPlugin's handlings run one after another, so the
+    // third resolution after the refusal was written means the two before it have ended.
     let refusals = || host.log_text().matches("reason=InfoFailed").count();
-    let before = refusals();
-    tokio::time::sleep(Duration::from_secs(11)).await;
+    // (A version whose info() fails has no name of its own: its load counts as `unknown`.)
+    let rejected = "wasmop_plugin_loads_total{plugin=\"unknown\",result=\"rejected\"}";
+    let (before, rejected_before) = (refusals(), metric(&host, rejected));
+    let polls_before = tag_resolutions(&reg, "plugins/podreplica", "stable");
+    let polls = eventually(
+        Duration::from_secs(60),
+        "two more polls of the tag ended",
+        || {
+            let n = tag_resolutions(&reg, "plugins/podreplica", "stable");
+            std::future::ready((n >= polls_before + 3).then_some(n - polls_before))
+        },
+    )
+    .await;
+    println!(
+        "# after the refused tag move: {polls} resolutions of the tag, the refusal logged {before} time(s), {rejected_before} rejected load(s)"
+    );
+    // Positive first: the refusal was logged and counted, by the names read below.
+    assert!(
+        before >= 1 && rejected_before >= 1,
+        "the refusal logged and counted"
+    );
     assert_eq!(
-        refusals(),
-        before,
+        (refusals(), metric(&host, rejected)),
+        (before, rejected_before),
         "the refused build was loaded again at a poll"
+    );
+    assert_eq!(
+        metric(
+            &host,
+            "wasmop_source_refusals_total{wasmplugin=\"default/podreplica\",source=\"oci\",reason=\"InfoFailed\"}"
+        ),
+        1,
+        "the refusal counted once"
     );
     assert!(
         event_notes(&client, "InfoFailed")
@@ -470,6 +511,12 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         .unwrap();
     converged_by(&client, "oci-2", 3, "(v2)").await;
     assert!(host.terminate(Duration::from_secs(15)));
+    // The line a compile writes, as this host wrote it for each version it compiled.
+    let compiled = host
+        .log_text()
+        .matches("compiled (functions reused")
+        .count();
+    assert!(compiled >= 1, "the first host compiled {compiled} times");
     let pub_a_s = pub_a.to_str().unwrap().to_string();
     let mut args = host_args.to_vec();
     // Also a small size cap and a short pull timeout, for the last refusals below, and
@@ -690,6 +737,8 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
         assert_eq!(status["pluginVersion"], "0.1.0-v2", "{repo}: {status}");
     }
     assert!(hostile.requests("endless") >= 1 && hostile.requests("redirect") >= 1);
+    // The `.sig` manifest was read (positive first); none of its 10,000 blobs was.
+    assert!(hostile.requests("signatures") >= 1);
     assert_eq!(
         hostile.requests("signatures blob"),
         0,

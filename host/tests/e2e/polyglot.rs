@@ -5,12 +5,15 @@
 //!   size in force;
 //! - with 150 PodReplicas × 2 settled, Rust → Python → TypeScript → Go swapped on the running
 //!   host:
-//!   each new version reconciles every object again, and no pod is created or deleted by a
-//!   swap (a watch of every pod from before the first swap to after the last);
+//!   each of the 150 PodReplicas is decided by each new version (the host's own record of
+//!   every decision: its `deciding` line in the `reconcile` span that names the version and
+//!   the object), none in error, and no pod is created or deleted by a swap (a watch of
+//!   every pod from before the first swap to a marker pod written once each swap's
+//!   decisions had ended);
 //! - the TypeScript version in shadow beside the Rust one agrees on every decision while
 //!   objects are created, scaled up and down, and a pod is deleted.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,8 +43,37 @@ fn metric(host: &Host, prefix: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// The value of the host's metric line `line` (all its labels, as exposed); `None` while
+/// the host does not expose it.
+fn gauge(host: &Host, line: &str) -> Option<f64> {
+    let (_, text) = host.http_get("/metrics")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The objects (`default/NAME`) whose decision by `version` of PodReplica, as the active
+/// version, the host's log records: the line `deciding` (logged when a reconcile passed the
+/// gate and calls the plugin) inside the `reconcile` span naming plugin, version and object.
+fn decided_by(host: &Host, version: &str) -> BTreeSet<String> {
+    host.log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["fields"]["message"] == "deciding")
+        .filter_map(|e| {
+            let span = e["spans"]
+                .as_array()?
+                .iter()
+                .find(|s| s["name"] == "reconcile")?
+                .clone();
+            (span["plugin"] == "podreplica" && span["version"] == version && span["role"].is_null())
+                .then(|| span["object"].as_str().map(str::to_owned))?
+        })
+        .collect()
+}
+
 /// Starts a host with the Rust PodReplica in its plugins directory, trusting `reg`, with a
-/// pull secret `regcred` for it.
+/// pull secret `regcred` for it. Its log is JSON, with the reconciles' `deciding` lines
+/// ([`decided_by`]).
 async fn host_with_registry(cluster: &Cluster, reg: &Registry, cache: &Scratch) -> Host {
     cluster.grant(&["podreplica.wasm"]);
     reg.pull_secret(cluster, "regcred", &reg.user.1.clone());
@@ -56,8 +88,10 @@ async fn host_with_registry(cluster: &Cluster, reg: &Registry, cache: &Scratch) 
             &ca,
             "--cache-dir",
             &cache_dir,
+            "--log-format",
+            "json",
         ],
-        &[],
+        &[("WASMOP_LOG", "info,wasmop::reconcile=debug")],
     );
     let client = cluster.client().await;
     wait_for_crd(&client, &wasmplugin_resource()).await;
@@ -159,10 +193,40 @@ impl Churn {
         }
     }
 
+    /// Creates pod `marker` (controlled by nothing) and waits until the watch saw it: the
+    /// watch has then seen every pod change the API server made before it.
+    async fn caught_up(&self, client: &kube::Client, marker: &str) {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let pod = serde_json::from_value(json!({"metadata": {"name": marker},
+            "spec": {"containers": [{"name": "marker", "image": "busybox"}]}}))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+        let created = &self.created;
+        eventually(
+            Duration::from_secs(30),
+            &format!("the pod watch sees {marker}"),
+            || {
+                std::future::ready(
+                    created
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .any(|n| n == marker)
+                        .then_some(()),
+                )
+            },
+        )
+        .await;
+    }
+
+    /// Pods created and deleted so far, leaving out the markers.
     fn so_far(&self) -> (Vec<String>, Vec<String>) {
+        let not_marker = |n: &&String| !n.starts_with("marker-");
+        let created = self.created.lock().unwrap();
+        let deleted = self.deleted.lock().unwrap();
         (
-            self.created.lock().unwrap().clone(),
-            self.deleted.lock().unwrap().clone(),
+            created.iter().filter(not_marker).cloned().collect(),
+            deleted.iter().filter(not_marker).cloned().collect(),
         )
     }
 }
@@ -333,25 +397,54 @@ async fn swap_languages_keeps_the_pods_and_typescript_shadow_agrees() {
 
     // Rust -> Python -> TypeScript -> Go: every object decided again by each, no pod touched.
     let churn = Churn::start(&client).await;
+    let objects: BTreeSet<String> = (0..N).map(|i| format!("default/swap-{i:03}")).collect();
     for (tag, version) in [("py", "0.1.0-py"), ("ts", "0.1.0-ts"), ("go", "0.1.0-go")] {
         push_oci(&cluster, &reg, tag, version, false).await;
-        let label =
-            format!("wasmop_reconciles_total{{plugin=\"podreplica\",version=\"{version}\"}}");
-        eventually(
+        let decided = eventually(
             Duration::from_secs(180),
-            &format!("{version} reconciled all {N} PodReplicas"),
-            || async { (metric(&host, &label) >= N as u64).then_some(()) },
+            &format!("each of the {N} PodReplicas decided by {version}"),
+            || {
+                let decided = decided_by(&host, version);
+                std::future::ready(objects.is_subset(&decided).then_some(decided))
+            },
         )
         .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        let reconciles = metric(
+            &host,
+            &format!("wasmop_reconciles_total{{plugin=\"podreplica\",version=\"{version}\"}}"),
+        );
+        let errors = metric(
+            &host,
+            &format!("wasmop_reconcile_errors_total{{plugin=\"podreplica\",version=\"{version}\""),
+        );
+        // Each decision has ended once no reconcile is in flight (the gauge counts each one
+        // from its start to its end): a marker pod written then closes the swap's window.
+        eventually(
+            Duration::from_secs(60),
+            "no PodReplica reconcile in flight",
+            || {
+                std::future::ready(
+                    (gauge(&host, "wasmop_queue_depth{plugin=\"podreplica\"}") == Some(0.0))
+                        .then_some(()),
+                )
+            },
+        )
+        .await;
+        churn.caught_up(&client, &format!("marker-{tag}")).await;
         let (created, deleted) = churn.so_far();
+        println!(
+            "swapped to {version}: {} of {N} PodReplicas decided by it, {reconciles} reconciles, {errors} errors, pods created {}, deleted {}",
+            decided.intersection(&objects).count(),
+            created.len(),
+            deleted.len()
+        );
+        // Positive first: every PodReplica decided by this version (above), counted by the
+        // metric too; then none of those decisions failed, and none touched a pod.
+        assert!(reconciles >= N as u64, "{version}: {reconciles} reconciles");
+        assert_eq!(errors, 0, "{version}: reconciles in error");
         assert!(
             created.is_empty() && deleted.is_empty(),
             "the swap to {version} touched pods: created {created:?}, deleted {deleted:?}"
-        );
-        println!(
-            "swapped to {version}: {} reconciles, no pod created or deleted",
-            metric(&host, &label)
         );
     }
     drop(churn);

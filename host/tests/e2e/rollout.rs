@@ -91,6 +91,60 @@ async fn event_note(client: &kube::Client, reason: &str, needle: &str) {
     }
 }
 
+/// The decisions of candidate v2 as the host counts them, however they went.
+fn shadow_decisions(host: &Host) -> u64 {
+    let (_, metrics) = host.http_get("/metrics").unwrap_or_default();
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with(
+                "wasmop_rollout_decisions_total{plugin=\"podreplica\",candidate=\"0.1.0-v2\",",
+            )
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// PodReplica's reconciles in flight (`wasmop_queue_depth`), as the host says now.
+fn in_flight(host: &Host) -> Option<f64> {
+    let (_, metrics) = host.http_get("/metrics")?;
+    metrics
+        .lines()
+        .find(|l| l.starts_with("wasmop_queue_depth{plugin=\"podreplica\"}"))?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The audit log's events from byte `from` up to a marker the test writes now (a
+/// ConfigMap `marker-NAME`): everything the API server logged before it received the
+/// marker, once the log holds the marker's line.
+async fn audit_window(
+    cluster: &Cluster,
+    client: &kube::Client,
+    from: u64,
+    name: &str,
+) -> Vec<Value> {
+    let marker = format!("marker-{name}");
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "default");
+    let cm = serde_json::from_value(json!({"metadata": {"name": marker}})).unwrap();
+    cms.create(&Default::default(), &cm).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        &format!("the marker {marker} in the audit log"),
+        || async {
+            let events = cluster.audit_since(from).0;
+            let at = events.iter().position(|e| {
+                e["objectRef"]["resource"] == "configmaps" && e["objectRef"]["name"] == *marker
+            })?;
+            Some(events[..at].to_vec())
+        },
+    )
+    .await
+}
+
 fn recorded(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir.join("podreplica"))
         .map(|d| d.count())
@@ -181,7 +235,12 @@ async fn shadow_promote_abort_canary_record_and_replay() {
         "only {} decisions recorded",
         recorded(&records.0)
     );
-    // The plugin's own switch turns recording off; the last 50 stay.
+    // The plugin's own switch turns recording off; the last 50 stay. The WasmPlugin's
+    // status shows the recording while it is on, and drops it once the host has the switch.
+    let cases = wasmplugin(&client).await.data["status"]["recording"]["cases"]
+        .as_u64()
+        .unwrap_or_default();
+    assert!(cases >= 50, "status.recording counts the cases: {cases}");
     wps.patch(
         "podreplica",
         &PatchParams::default(),
@@ -189,7 +248,15 @@ async fn shadow_promote_abort_canary_record_and_replay() {
     )
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually(
+        Duration::from_secs(30),
+        "the recording gone from the status",
+        || async {
+            let wp = wasmplugin(&client).await;
+            wp.data["status"].get("recording").is_none().then_some(())
+        },
+    )
+    .await;
     let snapshot = Scratch::new("replay");
     std::fs::create_dir_all(snapshot.0.join("podreplica")).unwrap();
     for e in std::fs::read_dir(records.0.join("podreplica")).unwrap() {
@@ -254,8 +321,12 @@ async fn shadow_promote_abort_canary_record_and_replay() {
             .ends_with("-v2")
     );
     // Scaling under shadow: the active version's plan is the one carried out, and only it
-    // (the audit log has every pod write of the window, with the host's User-Agent).
+    // (the audit log has every pod write of the window, with the host's User-Agent). The
+    // window: from before the scale to after its last decision (the status saying 3/3) has
+    // ended (no reconcile in flight), closed by a marker the test writes then: the audit
+    // log's lines before the marker's.
     let (_, audit_from) = cluster.audit_since(0);
+    let decisions_before = shadow_decisions(&host);
     apply(
         &client,
         &podreplica_resource(),
@@ -265,12 +336,20 @@ async fn shadow_promote_abort_canary_record_and_replay() {
     .await
     .unwrap();
     all_converged(&client, &article[..1], 3, "").await;
+    eventually(
+        Duration::from_secs(60),
+        "article-0's status says 3/3 and no reconcile is in flight",
+        || async {
+            let o = api.get("article-0").await.ok()?;
+            (ready_message(&o) == "3/3 pods ready" && in_flight(&host) == Some(0.0)).then_some(())
+        },
+    )
+    .await;
     let (after, v2_after) = pod_names(&pods).await;
     assert_eq!(v2_after, 0, "a shadow candidate created pods");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let pod_writes: Vec<String> = cluster
-        .audit_since(audit_from)
-        .0
+    let window = audit_window(&cluster, &client, audit_from, "shadow-scale").await;
+    // (A create names no pod in the audit log: the host's pods have generated names.)
+    let host_pod_writes: Vec<String> = window
         .iter()
         .filter(|e| {
             e["objectRef"]["resource"] == "pods"
@@ -280,10 +359,28 @@ async fn shadow_promote_abort_canary_record_and_replay() {
         })
         .map(|e| format!("{} {}", e["verb"], e["objectRef"]["name"]))
         .collect();
+    let made: Vec<&String> = after.iter().filter(|p| !before.contains(*p)).collect();
+    let decisions = shadow_decisions(&host);
+    println!(
+        "scaling 2 -> 3 under shadow: {} audited writes in the window, the hosts' pod writes {host_pod_writes:?}, {} shadow decisions",
+        window.len(),
+        decisions - decisions_before
+    );
+    // Positive first: the candidate decided in the window, and the active version's one
+    // pod create is there, for the pod that is new; then nothing else written to a pod.
+    assert!(
+        decisions > decisions_before,
+        "the shadow decided nothing in the window ({decisions_before} -> {decisions})"
+    );
+    assert_eq!(made.len(), 1, "one new pod: {made:?}");
+    assert!(
+        host_pod_writes.iter().any(|w| w.starts_with("\"create\"")),
+        "the active version's pod create audited: {host_pod_writes:?}"
+    );
     assert_eq!(
-        pod_writes.len(),
+        host_pod_writes.len(),
         1,
-        "scaling 2 -> 3 under shadow: one pod create, nothing else: {pod_writes:?}"
+        "scaling 2 -> 3 under shadow: one pod create, nothing else: {host_pod_writes:?}"
     );
     assert!(
         before.iter().all(|p| after.contains(p)),
@@ -347,6 +444,11 @@ async fn shadow_promote_abort_canary_record_and_replay() {
         .unwrap_or(0);
     assert!(faults >= 5, "faults counted: {faults}\n{metrics}");
     event_note(&client, "RolloutAborted", "candidate decisions were faults").await;
+    // v2 decided all along (its reconciles counted by that name), none in error.
+    assert!(
+        metrics.contains("wasmop_reconciles_total{plugin=\"podreplica\",version=\"0.1.0-v2\"}"),
+        "the active version's reconciles:\n{metrics}"
+    );
     assert!(
         !metrics
             .contains("wasmop_reconcile_errors_total{plugin=\"podreplica\",version=\"0.1.0-v2\""),
@@ -450,6 +552,16 @@ async fn shadow_promote_abort_canary_record_and_replay() {
     rollout_ended(&client, "the agreeing candidate promoted").await;
     event_note(&client, "RolloutPromoted", "in a row without divergence").await;
     let (_, metrics) = host.http_get("/metrics").unwrap();
+    // Positive first: the 20 agreeing decisions that promoted it, by the same metric.
+    let agreed = metrics
+        .lines()
+        .find(|l| l.starts_with("wasmop_rollout_decisions_total{plugin=\"podreplica\",candidate=\"0.1.0\",result=\"agree\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(
+        agreed >= 20,
+        "agreeing decisions counted: {agreed}\n{metrics}"
+    );
     assert!(
         !metrics.contains("candidate=\"0.1.0\",result=\"diverge\""),
         "the active code diverged from itself:\n{metrics}"

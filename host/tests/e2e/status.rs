@@ -2,7 +2,8 @@
 //! binary on PATH as `kubectl-wasmop`), with kubectl's flags: the active version and digest
 //! and the shadow candidate's agreement from the WasmPlugins, the primaries counted, the
 //! reconciles and errors of the last minute and the plans refused by rule from the host's
-//! metrics.
+//! metrics (exactly the count the host holds once the refused object is gone); an
+//! unreachable context said as such, and no host found said as such.
 
 use std::path::Path;
 use std::process::Command;
@@ -33,6 +34,19 @@ fn number_on(text: &str, line: &str, label: &str) -> Option<f64> {
     let l = text.lines().map(str::trim).find(|l| l.starts_with(line))?;
     let before = l.split(label).next()?;
     before.split_whitespace().last()?.parse().ok()
+}
+
+/// The host's count of refused plans of the hostile plugin, by rule.
+fn refused_by_rule(host: &Host) -> std::collections::BTreeMap<String, f64> {
+    let prefix = "wasmop_rejected_plans_total{plugin=\"hostile\",rule=\"";
+    let (_, metrics) = host.http_get("/metrics").unwrap_or_default();
+    metrics
+        .lines()
+        .filter_map(|l| {
+            let (rule, value) = l.strip_prefix(prefix)?.split_once("\"} ")?;
+            Some((rule.to_owned(), value.parse().ok()?))
+        })
+        .collect()
 }
 
 /// The lines of one WasmPlugin's block in the status output.
@@ -166,13 +180,17 @@ async fn kubectl_wasmop_status_tells_versions_objects_activity_and_refusals() {
     let (ok, text) =
         kubectl_with_plugin(&cluster, &bin.0, &["wasmop", "status", "--kubeconfig", kc]);
     assert!(!ok, "the context pointing nowhere cannot succeed: {text}");
+    // What it tried (listing the WasmPlugins) and why it failed (nothing listens on port 1
+    // of the context's server), and nothing printed as if it had read a plugin.
     assert!(
-        text.to_lowercase().contains("connect"),
+        text.contains("listing WasmPlugins")
+            && text.contains("tcp connect error: Connection refused"),
         "status says it could not reach the API server: {text}"
     );
+    assert!(!text.contains("WasmPlugin default/"), "{text}");
 
-    // 30 PodReplicas, a hostile object whose every plan the guard refuses (a Secret it does
-    // not declare), and v2 as a shadow candidate of PodReplica.
+    // 30 PodReplicas, a hostile object whose every plan the guard refuses (a Secret, which
+    // the guard protects), and v2 as a shadow candidate of PodReplica.
     let names: Vec<String> = (0..30).map(|i| format!("status-{i}")).collect();
     for n in &names {
         apply(
@@ -226,13 +244,26 @@ async fn kubectl_wasmop_status_tells_versions_objects_activity_and_refusals() {
     eventually(
         Duration::from_secs(60),
         "a refused plan counted",
-        || async {
-            let (_, m) = host.http_get("/metrics")?;
-            m.contains("wasmop_rejected_plans_total{plugin=\"hostile\"")
-                .then_some(())
-        },
+        || async { (!refused_by_rule(&host).is_empty()).then_some(()) },
     )
     .await;
+    // The thief's plans are refused on every retry of its backoff, so their count grows with
+    // time. Deleted (its cleanup lets go of the finalizer), it is decided no more: once the
+    // API server no longer has it, its last refused reconcile has ended (a reconcile and the
+    // cleanup that follows it never run at once), and the count is what the scenario
+    // caused, the same before and after status reads it.
+    let hostiles: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &hostile_resource());
+    hostiles.delete("thief", &Default::default()).await.unwrap();
+    eventually(Duration::from_secs(60), "the thief gone", || async {
+        matches!(
+            hostiles.get("thief").await,
+            Err(kube::Error::Api(e)) if e.code == 404
+        )
+        .then_some(())
+    })
+    .await;
+    let frozen = refused_by_rule(&host);
 
     let metrics_url = format!("http://{}/metrics", host.addr);
     let (ok, text) = kubectl_with_plugin(
@@ -291,30 +322,29 @@ async fn kubectl_wasmop_status_tells_versions_objects_activity_and_refusals() {
     );
 
     let hostile = block(&text, "hostile");
-    let refused: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("wasmop_rejected_plans_total{plugin=\"hostile\""))
-        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
-        .sum();
-    assert!(refused >= 1.0, "{metrics}");
+    let after = refused_by_rule(&host);
+    println!("refused by rule, before status: {frozen:?}, after: {after:?}");
+    // Positive first: the scenario's one kind of refusal (a Secret, which the guard
+    // protects), counted at least once; then status prints exactly that count, as the host
+    // counted it before and after (no refusal came in between).
+    assert_eq!(
+        frozen.keys().collect::<Vec<_>>(),
+        ["protected"],
+        "the thief's plans refused by one rule: {metrics}"
+    );
+    let n = frozen["protected"];
+    assert!(n >= 1.0, "{frozen:?}");
+    assert_eq!(after, frozen, "a plan refused after the thief was gone");
     let rule_line = hostile
         .lines()
         .find(|l| l.trim_start().starts_with("refused"))
         .unwrap_or_default()
+        .trim()
         .to_owned();
-    let counted: f64 = rule_line
-        .trim_start()
-        .trim_start_matches("refused")
-        .split(" (")
-        .next()
-        .unwrap()
-        .split(", ")
-        .filter_map(|r| r.split_whitespace().last()?.parse::<f64>().ok())
-        .sum();
-    // Counted at two moments: the later scrape holds at least what status printed.
-    assert!(
-        counted >= 1.0 && counted <= refused,
-        "{rule_line} vs {refused}: {hostile}"
+    assert_eq!(
+        rule_line,
+        format!("refused     protected {n} (plans, by rule, since the hosts started)"),
+        "{hostile}"
     );
     assert!(
         number_on(&hostile, "last minute", "errors").unwrap() >= 1.0,

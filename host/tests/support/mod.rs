@@ -361,12 +361,13 @@ impl Host {
             .arg("--listen")
             .arg(&addr)
             .args(extra)
-            .envs(env.iter().copied())
-            // WASMOP_TEST_LOG=debug (or any filter) for a closer look at a failing test.
+            // WASMOP_TEST_LOG=debug (or any filter) for a closer look at a failing test; a
+            // test that reads a line of its own from the log sets WASMOP_LOG in `env`.
             .env(
                 "WASMOP_LOG",
                 std::env::var("WASMOP_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(env.iter().copied())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
             .spawn()
