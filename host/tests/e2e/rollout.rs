@@ -237,10 +237,18 @@ async fn shadow_promote_abort_canary_record_and_replay() {
     );
     // The plugin's own switch turns recording off; the last 50 stay. The WasmPlugin's
     // status shows the recording while it is on, and drops it once the host has the switch.
-    let cases = wasmplugin(&client).await.data["status"]["recording"]["cases"]
-        .as_u64()
-        .unwrap_or_default();
-    assert!(cases >= 50, "status.recording counts the cases: {cases}");
+    // The status is written by the host's reporter a moment after the cases land on disk.
+    eventually(
+        Duration::from_secs(60),
+        "status.recording counts the 50 cases on disk",
+        || async {
+            let cases = wasmplugin(&client).await.data["status"]["recording"]["cases"]
+                .as_u64()
+                .unwrap_or_default();
+            (cases >= 50).then_some(())
+        },
+    )
+    .await;
     wps.patch(
         "podreplica",
         &PatchParams::default(),
