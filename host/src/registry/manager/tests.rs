@@ -126,6 +126,16 @@ impl Runner for Fake {
     }
 }
 
+/// What the fake is asked when podreplica's controller restarts for a version that watches
+/// differently: the new caches taken before the old controller stops.
+const RESTARTED: [&str; 5] = [
+    "prepare podreplica",
+    "start podreplica",
+    "prepare podreplica",
+    "stopped podreplica",
+    "start podreplica",
+];
+
 fn manager(fake: &Arc<Fake>) -> (Manager, watch::Sender<bool>) {
     let (tx, rx) = watch::channel(false);
     let m = Manager::new(
@@ -275,16 +285,7 @@ async fn a_version_that_watches_differently_restarts_its_controller_with_caches_
         .unwrap();
     assert_eq!(v3.change, Change::Restarted);
     // The new controller's caches are taken before the old controller stops.
-    assert_eq!(
-        fake.log(),
-        [
-            "prepare podreplica",
-            "start podreplica",
-            "prepare podreplica",
-            "stopped podreplica",
-            "start podreplica"
-        ]
-    );
+    assert_eq!(fake.log(), RESTARTED);
     // The same bytes again change nothing.
     let again = m
         .offer(&file("p"), component("podreplica_v3.wasm"))
@@ -461,16 +462,7 @@ async fn the_running_version_decides_until_the_new_ones_caches_are_listed() {
     // Listed: only now the old controller stops and the new one starts.
     slow.notify_one();
     assert_eq!(offer.await.unwrap().unwrap().change, Change::Restarted);
-    assert_eq!(
-        fake.log(),
-        [
-            "prepare podreplica",
-            "start podreplica",
-            "prepare podreplica",
-            "stopped podreplica",
-            "start podreplica"
-        ]
-    );
+    assert_eq!(fake.log(), RESTARTED);
 }
 
 #[tokio::test]
