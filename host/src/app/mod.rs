@@ -21,6 +21,7 @@ pub use args::RunArgs;
 use elections::{Elections, identity, lease_config};
 use serving::wait_true;
 
+use crate::cache::shared::SharedCaches;
 use crate::controller::ControllerDeps;
 use crate::k8s::client::{client, client_config, fenced_client_from};
 use crate::k8s::lease::TermExpired;
@@ -31,6 +32,7 @@ use crate::principals::identity::{Naming, Principals};
 use crate::registry::Manager;
 use crate::rollout::record::CaseRecorder;
 use crate::runtime::{Limits, Sandbox};
+use crate::shards::custody::Custody;
 use crate::telemetry::health::Health;
 use crate::telemetry::metrics::Metrics;
 
@@ -200,11 +202,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         debounce: Duration::from_millis(args.debounce_ms),
         progress_hold: Duration::from_millis(args.progress_hold_ms),
         fence: elections.work_fence.clone(),
-        caches: crate::cache::shared::SharedCaches::new(
-            work_client.clone(),
-            args.namespace.clone(),
-            metrics.clone(),
-        ),
+        caches: caches(&elections, &work_client, &args, &metrics),
         cases: cases.clone(),
         principals,
         reviewer,
@@ -316,6 +314,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The shared caches of the controllers; sharded, a shard's owned objects are in its
+/// custody (they stay with their controller's shard whatever their labels say).
+fn caches(
+    elections: &Elections,
+    work_client: &kube::Client,
+    args: &RunArgs,
+    metrics: &Arc<Metrics>,
+) -> Arc<SharedCaches> {
+    let (client, namespace) = (work_client.clone(), args.namespace.clone());
+    match &elections.shard {
+        Some(shard) => SharedCaches::with_custodian(
+            client,
+            namespace,
+            metrics.clone(),
+            Arc::new(Custody::new(work_client.clone(), shard.clone())),
+        ),
+        None => SharedCaches::new(client, namespace, metrics.clone()),
+    }
 }
 
 #[cfg(test)]

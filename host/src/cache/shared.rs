@@ -18,11 +18,16 @@
 //! ([`KindCache::widen`]), which relists the kind packing the wider view; a controller counts
 //! as synced only once a list covering its fields is in. A cache never narrows while held: a
 //! plugin then sees more than it declared, never less.
+//!
+//! A selection whose labels the host sets and anyone may edit (a shard's owned objects) may
+//! have a [`Custodian`]: the cache asks it before letting go of an object the watch says
+//! left the selection, and shows it every object that comes in or changes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
@@ -35,6 +40,24 @@ use crate::k8s::kinds::{api_for, api_resource};
 use crate::observe::Fields;
 use crate::runtime::Relation;
 use crate::telemetry::metrics::{CacheLabels, Metrics};
+
+/// Looks after the objects of a selection whose labels others may edit: a cache of a
+/// relation it covers asks it before letting go of an object its watch says left the
+/// selection, and shows it every object that came in or changed.
+pub trait Custodian: Send + Sync {
+    /// Whether it looks after the cache of `relation`.
+    fn covers(&self, relation: &Relation) -> bool;
+    /// The watch says `object` (as the cache held it) left the selection of `relation`:
+    /// whether the cache keeps it, because it is still there and was put back into the
+    /// selection (its return then comes as a change). The watch waits for the answer.
+    fn keeps<'a>(
+        &'a self,
+        relation: &'a Relation,
+        object: &'a DynamicObject,
+    ) -> BoxFuture<'a, bool>;
+    /// `object` came into the selection of `relation` or changed. Must not block.
+    fn arrived(&self, relation: &Relation, object: &DynamicObject);
+}
 
 /// A callback shown every event of a [`KindCache`], after the cache and its index, with the
 /// object as the cache held it before an `Apply` or a `Delete` (`None`: it did not).
@@ -71,6 +94,7 @@ pub struct SharedCaches {
     client: Client,
     namespace: Option<String>,
     metrics: Arc<Metrics>,
+    custodian: Option<Arc<dyn Custodian>>,
     caches: Mutex<HashMap<CacheKey, Weak<KindCache>>>,
 }
 
@@ -86,6 +110,24 @@ impl SharedCaches {
             client,
             namespace,
             metrics,
+            custodian: None,
+            caches: Mutex::default(),
+        })
+    }
+
+    /// [`SharedCaches::new`] whose caches of the relations `custodian` covers are looked
+    /// after by it.
+    pub fn with_custodian(
+        client: Client,
+        namespace: Option<String>,
+        metrics: Arc<Metrics>,
+        custodian: Arc<dyn Custodian>,
+    ) -> Arc<SharedCaches> {
+        Arc::new(SharedCaches {
+            client,
+            namespace,
+            metrics,
+            custodian: Some(custodian),
             caches: Mutex::default(),
         })
     }
@@ -100,11 +142,13 @@ impl SharedCaches {
             return cache;
         }
         caches.retain(|_, c| c.strong_count() > 0);
+        let custodian = self.custodian.clone().filter(|c| c.covers(relation));
         let cache = Arc::new(KindCache::start(
             &self.client,
             relation,
             self.namespace.as_deref(),
             self.metrics.clone(),
+            custodian,
         ));
         caches.insert(key, Arc::downgrade(&cache));
         cache
@@ -162,8 +206,10 @@ impl KindCache {
         relation: &Relation,
         namespace: Option<&str>,
         metrics: Arc<Metrics>,
+        custodian: Option<Arc<dyn Custodian>>,
     ) -> KindCache {
         let kind = &relation.kind;
+        let looked_after = relation.clone();
         let resource = api_resource(kind);
         let api = api_for(client, kind, namespace);
         let mut config = watcher::Config::default();
@@ -218,7 +264,22 @@ impl KindCache {
                     },
                 };
                 match event {
+                    Ok(watcher::Event::Delete(o))
+                        if match &custodian {
+                            Some(c) => c.keeps(&looked_after, &o).await,
+                            None => false,
+                        } =>
+                    {
+                        // Put back into the selection: the cache keeps it as it was until
+                        // its return comes.
+                        continue;
+                    }
                     Ok(e) => {
+                        if let (Some(c), watcher::Event::Apply(o) | watcher::Event::InitApply(o)) =
+                            (&custodian, &e)
+                        {
+                            c.arrived(&looked_after, o);
+                        }
                         let before = match &e {
                             watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
                                 reader.get(&ObjectRef::from_obj_with(o, held_as.clone()))

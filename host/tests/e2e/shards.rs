@@ -745,6 +745,178 @@ async fn relabelled_objects_are_taken_over_without_doubling() {
     }
 }
 
+/// One pod of each PodReplica, picked from the live pods by owner: (pod name, its owner's
+/// UID, the pod's shard label), the `skip`th in name order.
+async fn one_pod_each(client: &Client, skip: usize) -> Vec<(String, String, String)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let list = pods
+        .list_metadata(&ListParams::default().labels(LABEL))
+        .await
+        .unwrap();
+    let mut by_owner: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for p in list.items {
+        let m = p.metadata;
+        if m.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(owner) = m
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.clone())
+        else {
+            continue;
+        };
+        let shard = m
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SHARD))
+            .cloned()
+            .unwrap_or_default();
+        by_owner
+            .entry(owner)
+            .or_default()
+            .push((m.name.unwrap_or_default(), shard));
+    }
+    by_owner
+        .into_iter()
+        .filter_map(|(owner, mut pods)| {
+            pods.sort();
+            let (name, shard) = pods.get(skip)?.clone();
+            Some((name, owner, shard))
+        })
+        .collect()
+}
+
+/// Rewrites the shard label of each pod by hand, 16 at a time: every other one to the
+/// other shard of `shards`, the rest with the label removed. Returns how many it rewrote.
+async fn relabel_pods(
+    client: &Client,
+    picked: &[(String, String, String)],
+    shards: [&str; 2],
+) -> usize {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    futures::stream::iter(picked.iter().enumerate())
+        .map(|(i, (name, _, shard))| {
+            let pods = pods.clone();
+            let to = match (i % 2, shard.as_str() == shards[0]) {
+                (0, true) => serde_json::json!(shards[1]),
+                (0, false) => serde_json::json!(shards[0]),
+                _ => serde_json::Value::Null,
+            };
+            async move {
+                let patch = serde_json::json!({"metadata": {"labels": {SHARD: to}}});
+                pods.patch_metadata(
+                    name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .is_ok()
+            }
+        })
+        .buffer_unordered(16)
+        .filter(|ok| futures::future::ready(*ok))
+        .count()
+        .await
+}
+
+/// Owned objects follow their controller, not a label anyone may edit (the admission
+/// policy that guards the shard labels is optional, and off here). 200 PodReplicas of size
+/// 3 on two shards; one pod of each is relabelled by hand, half to the other shard and half
+/// with the label removed: first at rest, then while reconciles are in flight (another pod
+/// of each deleted at the same moment). The shard that holds the owner keeps each pod in
+/// its view and takes it back: a sampler watching every pod change sees no PodReplica with
+/// more than 3 live pods, every pod ends on its owner's shard, and the pods relabelled at
+/// rest are still there afterwards (taken back, not replaced).
+#[tokio::test(flavor = "multi_thread")]
+async fn owned_objects_stay_with_their_owners_shard_whatever_their_label_says() {
+    const N: usize = 200;
+    const SIZE: usize = 3;
+    let cluster = Cluster::start_with_node_pods("shards-owned", 300);
+    let client = cluster.client().await;
+    let hosts: BTreeMap<&str, Host> = ["shard-a", "shard-b"]
+        .into_iter()
+        .map(|id| (id, replica(&cluster, id)))
+        .collect();
+    wait_for_crd(&client, &podreplica_resource()).await;
+    let phase = Phase::default();
+    let sampler = Sampler::start(client.clone(), phase.clone(), SIZE);
+    phase.set("converging over two shards");
+    let uids = apply_replicas(&client, N, SIZE).await;
+    all_converged_at(&client, &uids, SIZE, "200 PodReplicas x 3 over two shards").await;
+    spread(&client, N, &["shard-a", "shard-b"]).await;
+    converged_on_owners(&client, &uids, SIZE, "pods on their owners' shards").await;
+
+    phase.set("one pod of each relabelled at rest");
+    let picked = one_pod_each(&client, 0).await;
+    assert_eq!(picked.len(), N, "one pod for each PodReplica");
+    let started = Instant::now();
+    let rewritten = relabel_pods(&client, &picked, ["shard-a", "shard-b"]).await;
+    assert_eq!(rewritten, N, "every pick relabelled");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(wrong) = pods_follow_owners(&client).await {
+        if Instant::now() > deadline {
+            let (_, worst, over) = sampler.finish(&uids).await;
+            panic!(
+                "the relabelled pods were not taken back by their owners' shards: {wrong}\n\
+                 the most live pods of any PodReplica: {worst}; over the size:\n{}",
+                over.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "{N} pods relabelled at rest, all back on their owners' shards in {:?}",
+        started.elapsed()
+    );
+    all_converged_at(&client, &uids, SIZE, "converged after the relabel at rest").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut gone = Vec::new();
+    for (name, _, _) in &picked {
+        let kept = pods
+            .get_metadata_opt(name)
+            .await
+            .unwrap()
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_none());
+        if !kept {
+            gone.push(name.clone());
+        }
+    }
+    assert!(
+        gone.is_empty(),
+        "relabelled pods replaced instead of taken back: {gone:?}"
+    );
+
+    phase.set("one pod of each relabelled while another is deleted");
+    let relabelled = one_pod_each(&client, 0).await;
+    let deleted = one_pod_each(&client, 1).await;
+    let delete = futures::stream::iter(deleted.iter())
+        .map(|(name, _, _)| {
+            let pods = pods.clone();
+            async move { pods.delete(name, &DeleteParams::default()).await.is_ok() }
+        })
+        .buffer_unordered(16)
+        .count();
+    let relabel = relabel_pods(&client, &relabelled, ["shard-a", "shard-b"]);
+    let (_, rewritten) = futures::join!(delete, relabel);
+    assert_eq!(rewritten, N, "every pick relabelled");
+    converged_on_owners(&client, &uids, SIZE, "converged after relabels in flight").await;
+
+    sampler.held(&uids, SIZE, 3 * SIZE * N).await;
+    for (id, h) in &hosts {
+        let back = h
+            .log_text()
+            .matches("an owned object relabelled away: taken back")
+            .count();
+        println!("{id}: took back {back} owned objects");
+    }
+    for (_, mut h) in hosts {
+        h.terminate(Duration::from_secs(15));
+    }
+}
+
 /// A kubeconfig like `cluster`'s that reaches the API server through the loopback `port`.
 fn kubeconfig_through(cluster: &Cluster, port: u16, dir: &Scratch) -> std::path::PathBuf {
     let mut kc: serde_yaml::Value =
