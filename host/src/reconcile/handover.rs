@@ -1,9 +1,10 @@
 //! A shard's part in moving objects between replicas, at the start of a reconcile (so it
 //! never overlaps another reconcile of the same object: the controller runs one at a time).
 //!
-//! - **Drain.** The sharder asked this shard to let the object go: the reconcile decides
-//!   nothing, removes the shard's labels (the acknowledgement) and ends; the object leaves
-//!   this shard's cache, and the sharder gives it to its new shard.
+//! - **Drain.** The sharder asked this shard to let the object go: once the shard's own
+//!   writes for it are seen (a write of unknown outcome is expected until its expiry), the
+//!   reconcile decides nothing, removes the shard's labels (the acknowledgement) and ends;
+//!   the object leaves this shard's cache, and the sharder gives it to its new shard.
 //! - **Not ours.** A reconcile acts only on an object whose shard label names this shard
 //!   as the cache holds it when the decision starts; anything else waits for the change
 //!   that takes it out of the cache.
@@ -25,6 +26,7 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
+use crate::expect::Pending;
 use crate::k8s::kinds::api_for;
 use crate::plan::guard::PrimaryRef;
 use crate::reconcile::context::Context;
@@ -127,6 +129,9 @@ pub async fn before_deciding(
     }
     let api = api_for(&ctx.client, &info.primary, pref.namespace.as_deref());
     if has_label(obj, DRAIN_LABEL) {
+        if let Some(action) = own_writes_unseen(ctx, pref) {
+            return Ok(Some(action));
+        }
         match acknowledge(
             &api,
             &pref.name,
@@ -188,6 +193,33 @@ pub async fn before_deciding(
     tracing::info!(from = %from, owned = taken, "taken over from another shard");
     count(ctx, info, "taken", 1);
     Ok(None)
+}
+
+/// `Some(action)` while writes of this shard's own for `pref` are not seen yet: a drain is
+/// acknowledged only once they are. The new shard finds what the object controls by a
+/// consistent read, which cannot show a write still on its way, such as a create cut off
+/// before its answer that the API server may yet commit (expected until its expiry): letting
+/// go before would have the new shard make that pod again. The event that settles the last
+/// of them triggers the object again; the requeue is the backstop.
+fn own_writes_unseen(ctx: &Context, pref: &PrimaryRef) -> Option<Action> {
+    let Pending::Waiting {
+        outstanding,
+        expires_in,
+    } = ctx.expectations.pending(&pref.uid)
+    else {
+        return None;
+    };
+    let key = crate::expect::triggers::key_of(pref.namespace.as_deref(), &pref.name);
+    if ctx.expectations.park(&ctx.triggers, key, &pref.uid) {
+        return None;
+    }
+    tracing::debug!(
+        outstanding,
+        "a drain waits until this shard's own writes are seen"
+    );
+    Some(Action::requeue(
+        expires_in + std::time::Duration::from_millis(10),
+    ))
 }
 
 /// Lists what the primary `pref` controls (a consistent read by the controller label),

@@ -258,12 +258,15 @@ mod tests {
 
     #[tokio::test]
     async fn only_the_shards_own_selection_of_owned_objects_is_in_its_custody() {
-        let client = Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
-            .unwrap();
+        let client =
+            Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let custody = Custody::new(client, "a".into());
         let owned = pods(Selection::Owned, Some("app=x"));
         assert!(custody.covers(&relation_for(&owned, Some("a"))));
-        assert!(!custody.covers(&relation_for(&owned, Some("b"))), "another shard's");
+        assert!(
+            !custody.covers(&relation_for(&owned, Some("b"))),
+            "another shard's"
+        );
         assert!(!custody.covers(&owned), "not narrowed to a shard");
         let everyone = pods(Selection::Namespace, Some("shard.wasmop.dev/owner=a"));
         assert!(!custody.covers(&everyone), "a namespace-wide relation");

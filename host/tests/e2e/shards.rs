@@ -33,6 +33,7 @@ const QUARTER: std::ops::RangeInclusive<usize> = OBJECTS * 3 / 20..=OBJECTS * 7 
 const LEASE_SECONDS: &str = "10";
 const SHARD: &str = "shard.wasmop.dev/owner";
 const DRAIN: &str = "shard.wasmop.dev/drain";
+const CONTROLLER: &str = "shard.wasmop.dev/controller";
 
 fn replica(cluster: &Cluster, id: &str) -> Host {
     replica_with(cluster, id, &[])
@@ -789,24 +790,21 @@ async fn one_pod_each(client: &Client, skip: usize) -> Vec<(String, String, Stri
         .collect()
 }
 
-/// Rewrites the shard label of each pod by hand, 16 at a time: every other one to the
-/// other shard of `shards`, the rest with the label removed. Returns how many it rewrote.
+/// Rewrites the label `key` of each pod by hand, 16 at a time, to what `to` gives for the
+/// pod's place in `picked` and its shard label (`null` removes it). Returns how many it
+/// rewrote.
 async fn relabel_pods(
     client: &Client,
     picked: &[(String, String, String)],
-    shards: [&str; 2],
+    key: &str,
+    to: impl Fn(usize, &str) -> serde_json::Value,
 ) -> usize {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     futures::stream::iter(picked.iter().enumerate())
         .map(|(i, (name, _, shard))| {
             let pods = pods.clone();
-            let to = match (i % 2, shard.as_str() == shards[0]) {
-                (0, true) => serde_json::json!(shards[1]),
-                (0, false) => serde_json::json!(shards[0]),
-                _ => serde_json::Value::Null,
-            };
+            let patch = serde_json::json!({"metadata": {"labels": {key: to(i, shard)}}});
             async move {
-                let patch = serde_json::json!({"metadata": {"labels": {SHARD: to}}});
                 pods.patch_metadata(
                     name,
                     &kube::api::PatchParams::default(),
@@ -822,6 +820,53 @@ async fn relabel_pods(
         .await
 }
 
+/// Every other pod to the other of two shards, the rest without a shard label.
+fn other_shard_or_none(i: usize, shard: &str) -> serde_json::Value {
+    match (i % 2, shard) {
+        (0, "shard-a") => serde_json::json!("shard-b"),
+        (0, _) => serde_json::json!("shard-a"),
+        _ => serde_json::Value::Null,
+    }
+}
+
+/// Every live PodReplica pod's controller label names its controlling owner.
+async fn controller_labels_follow_owners(client: &Client) -> Result<(), String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let list = pods
+        .list_metadata(&ListParams::default().labels(LABEL))
+        .await
+        .map_err(|e| e.to_string())?;
+    let wrong: Vec<String> = list
+        .items
+        .iter()
+        .map(|p| &p.metadata)
+        .filter(|m| m.deletion_timestamp.is_none())
+        .filter(|m| {
+            let owner = m
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+                .map(|o| o.uid.as_str());
+            let label = m
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CONTROLLER))
+                .map(String::as_str);
+            label != owner
+        })
+        .filter_map(|m| m.name.clone())
+        .collect();
+    match wrong.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "{} pods: {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(5)]
+        )),
+    }
+}
+
 /// Owned objects follow their controller, not a label anyone may edit (the admission
 /// policy that guards the shard labels is optional, and off here). 200 PodReplicas of size
 /// 3 on two shards; one pod of each is relabelled by hand, half to the other shard and half
@@ -829,14 +874,17 @@ async fn relabel_pods(
 /// of each deleted at the same moment). The shard that holds the owner keeps each pod in
 /// its view and takes it back: a sampler watching every pod change sees no PodReplica with
 /// more than 3 live pods, every pod ends on its owner's shard, and the pods relabelled at
-/// rest are still there afterwards (taken back, not replaced).
+/// rest are still there afterwards (taken back, not replaced). Then the controller label of
+/// one pod of each (by which a shard taking the owner over finds its pods) is edited or
+/// removed: it is mended, and a third shard joins and takes over its share without a
+/// doubled pod.
 #[tokio::test(flavor = "multi_thread")]
 async fn owned_objects_stay_with_their_owners_shard_whatever_their_label_says() {
     const N: usize = 200;
     const SIZE: usize = 3;
     let cluster = Cluster::start_with_node_pods("shards-owned", 300);
     let client = cluster.client().await;
-    let hosts: BTreeMap<&str, Host> = ["shard-a", "shard-b"]
+    let mut hosts: BTreeMap<&str, Host> = ["shard-a", "shard-b"]
         .into_iter()
         .map(|id| (id, replica(&cluster, id)))
         .collect();
@@ -853,7 +901,7 @@ async fn owned_objects_stay_with_their_owners_shard_whatever_their_label_says() 
     let picked = one_pod_each(&client, 0).await;
     assert_eq!(picked.len(), N, "one pod for each PodReplica");
     let started = Instant::now();
-    let rewritten = relabel_pods(&client, &picked, ["shard-a", "shard-b"]).await;
+    let rewritten = relabel_pods(&client, &picked, SHARD, other_shard_or_none).await;
     assert_eq!(rewritten, N, "every pick relabelled");
     let deadline = Instant::now() + Duration::from_secs(60);
     while let Err(wrong) = pods_follow_owners(&client).await {
@@ -899,18 +947,38 @@ async fn owned_objects_stay_with_their_owners_shard_whatever_their_label_says() 
         })
         .buffer_unordered(16)
         .count();
-    let relabel = relabel_pods(&client, &relabelled, ["shard-a", "shard-b"]);
+    let relabel = relabel_pods(&client, &relabelled, SHARD, other_shard_or_none);
     let (_, rewritten) = futures::join!(delete, relabel);
     assert_eq!(rewritten, N, "every pick relabelled");
     converged_on_owners(&client, &uids, SIZE, "converged after relabels in flight").await;
 
+    // The controller label is how a shard that takes an object over finds what it controls.
+    phase.set("controller labels edited, then a third shard joins");
+    let edited = one_pod_each(&client, 2).await;
+    let rewritten = relabel_pods(&client, &edited, CONTROLLER, |i, _| match i % 2 {
+        0 => serde_json::json!("edited-by-hand"),
+        _ => serde_json::Value::Null,
+    })
+    .await;
+    assert_eq!(rewritten, N, "every pick's controller label edited");
+    eventually(
+        Duration::from_secs(60),
+        "the controller labels mended",
+        || async { controller_labels_follow_owners(&client).await.ok() },
+    )
+    .await;
+    hosts.insert("shard-c", replica(&cluster, "shard-c"));
+    spread(&client, N, &["shard-a", "shard-b", "shard-c"]).await;
+    converged_on_owners(&client, &uids, SIZE, "converged after a third shard joined").await;
+
     sampler.held(&uids, SIZE, 3 * SIZE * N).await;
     for (id, h) in &hosts {
-        let back = h
-            .log_text()
+        let log = h.log_text();
+        let back = log
             .matches("an owned object relabelled away: taken back")
             .count();
-        println!("{id}: took back {back} owned objects");
+        let mended = log.matches("controller label edited: mended").count();
+        println!("{id}: took back {back} owned objects, mended {mended} controller labels");
     }
     for (_, mut h) in hosts {
         h.terminate(Duration::from_secs(15));
