@@ -76,7 +76,8 @@ pub enum Command {
     Dev(crate::cmd::dev::DevArgs),
 }
 
-/// Logs go to stderr; `WASMOP_LOG` filters them (default `warn`, `info` for `run`). Colours
+/// Logs go to stderr; `WASMOP_LOG` filters them (default `warn` without kube's own line for a
+/// failed request, which the command reports with its context; `info` for `run`). Colours
 /// only on a terminal: a log file or a pipe gets plain text. With `traces` (`wasmop run`;
 /// `Some(true)`: guest lines too, `--trace-guest-logs`), spans are also exported over OTLP when the OpenTelemetry variables ask for it
 /// ([`crate::telemetry::traces`]); the returned handle is shut down when the host stops.
@@ -187,7 +188,9 @@ pub fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let traces = match &cli.command {
         Command::Run(a) => init_logging("info", a.log_format == "json", Some(a.trace_guest_logs)),
-        _ => init_logging("warn", false, None),
+        // A command reports a failed request itself, with what it was doing: kube's own
+        // ERROR line for it would say the same twice, without the context.
+        _ => init_logging("warn,kube_client=off", false, None),
     };
     let result = match &cli.command {
         Command::Run(a) => {

@@ -158,7 +158,9 @@ pub async fn run(args: &PushArgs) -> anyhow::Result<bool> {
         );
     }
     let oci = args.oci()?;
-    let (client, namespace) = args.target.cluster.connect().await?;
+    let crate::cmd::target::Connection {
+        client, namespace, ..
+    } = args.target.cluster.connect().await?;
     let wps: Api<WasmPlugin> = Api::namespaced(client.clone(), &namespace);
     let current = wps
         .get_opt(&args.name)

@@ -23,7 +23,9 @@ pub struct EndArgs {
 /// Runs `wasmop promote` (or, with `promote` false, `wasmop abort`); returns whether the
 /// host carried it out.
 pub async fn run(args: &EndArgs, promote: bool) -> anyhow::Result<bool> {
-    let (client, namespace) = args.target.cluster.connect().await?;
+    let crate::cmd::target::Connection {
+        client, namespace, ..
+    } = args.target.cluster.connect().await?;
     let api: Api<WasmPlugin> = Api::namespaced(client, &namespace);
     let wp = api
         .get_opt(&args.name)

@@ -37,13 +37,17 @@ pub struct StatusArgs {
 
 /// Runs `wasmop status`; false when a WasmPlugin is not Ready or a host could not be read.
 pub async fn run(args: &StatusArgs) -> anyhow::Result<bool> {
-    let (client, namespace) = args.cluster.connect().await?;
+    let crate::cmd::target::Connection {
+        client,
+        namespace,
+        server,
+    } = args.cluster.connect().await?;
     let api: Api<WasmPlugin> = Api::namespaced(client.clone(), &namespace);
     let plugins = match &args.name {
         Some(name) => vec![
             api.get_opt(name)
                 .await
-                .context("reading the WasmPlugin")?
+                .with_context(|| format!("reading the WasmPlugin from {server}"))?
                 .ok_or_else(|| {
                     anyhow::anyhow!("no WasmPlugin {namespace}/{name} (wasmop push creates it)")
                 })?,
@@ -51,7 +55,7 @@ pub async fn run(args: &StatusArgs) -> anyhow::Result<bool> {
         None => {
             api.list(&ListParams::default())
                 .await
-                .context("listing WasmPlugins")?
+                .with_context(|| format!("listing WasmPlugins in {namespace} on {server}"))?
                 .items
         }
     };

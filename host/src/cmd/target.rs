@@ -27,9 +27,19 @@ pub struct Cluster {
     pub context: Option<String>,
 }
 
+/// A client of the chosen context, where it points and the namespace to act in.
+pub struct Connection {
+    /// The client.
+    pub client: kube::Client,
+    /// The namespace to act in.
+    pub namespace: String,
+    /// The API server's URL, for messages.
+    pub server: String,
+}
+
 impl Cluster {
     /// A client of the chosen context, and the namespace to act in.
-    pub async fn connect(&self) -> anyhow::Result<(kube::Client, String)> {
+    pub async fn connect(&self) -> anyhow::Result<Connection> {
         let config =
             crate::k8s::client::cli_config(self.kubeconfig.as_deref(), self.context.as_deref())
                 .await?;
@@ -37,7 +47,12 @@ impl Cluster {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
-        Ok((kube::Client::try_from(config)?, namespace))
+        let server = config.cluster_url.to_string();
+        Ok(Connection {
+            client: kube::Client::try_from(config)?,
+            namespace,
+            server,
+        })
     }
 }
 

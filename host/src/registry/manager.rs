@@ -334,7 +334,7 @@ impl Manager {
         let plugin = match self.runner.sandbox().load_async(bytes, self.limits).await {
             Ok(p) => p,
             Err(e) => {
-                self.count("unknown", LoadResult::Rejected);
+                self.count(&origin.expected_name(), LoadResult::Rejected);
                 return Err(Rejection::from_load(&e));
             }
         };

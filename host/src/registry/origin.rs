@@ -37,6 +37,19 @@ impl Origin {
         matches!(self, Origin::Upload { .. })
     }
 
+    /// The name a plugin from here goes by until it says its own (a version whose `info()`
+    /// fails never does): the WasmPlugin's name (which must be the plugin's), or the file's
+    /// stem.
+    pub fn expected_name(&self) -> String {
+        match self {
+            Origin::Upload { name, .. } => name.clone(),
+            Origin::File(path) => path.file_stem().map_or_else(
+                || path.display().to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            ),
+        }
+    }
+
     /// The WasmPlugin's namespace and name, for an upload.
     pub fn wasmplugin(&self) -> Option<(&str, &str)> {
         match self {
@@ -59,6 +72,18 @@ impl fmt::Display for Origin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plugin_goes_by_its_wasmplugins_name_or_its_files_stem() {
+        assert_eq!(
+            Origin::upload("ns", "podreplica").expected_name(),
+            "podreplica"
+        );
+        assert_eq!(
+            Origin::file(Path::new("/plugins/chaospod.wasm")).expected_name(),
+            "chaospod"
+        );
+    }
 
     #[test]
     fn origins_read_as_before() {

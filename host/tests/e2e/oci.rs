@@ -290,8 +290,9 @@ async fn publish_point_follow_sign_and_outlive_the_registry() {
     // (a HEAD of its manifest), and one WasmPlugin's handlings run one after another, so the
     // third resolution after the refusal was written means the two before it have ended.
     let refusals = || host.log_text().matches("reason=InfoFailed").count();
-    // (A version whose info() fails has no name of its own: its load counts as `unknown`.)
-    let rejected = "wasmop_plugin_loads_total{plugin=\"unknown\",result=\"rejected\"}";
+    // (A version whose info() fails has no name of its own: its load counts under its
+    // WasmPlugin's.)
+    let rejected = "wasmop_plugin_loads_total{plugin=\"podreplica\",result=\"rejected\"}";
     let (before, rejected_before) = (refusals(), metric(&host, rejected));
     let polls_before = tag_resolutions(&reg, "plugins/podreplica", "stable");
     let polls = eventually(

@@ -183,10 +183,12 @@ async fn kubectl_wasmop_status_tells_versions_objects_activity_and_refusals() {
     // What it tried (listing the WasmPlugins) and why it failed (nothing listens on port 1
     // of the context's server), and nothing printed as if it had read a plugin.
     assert!(
-        text.contains("listing WasmPlugins")
+        text.contains("listing WasmPlugins in default on https://127.0.0.1:1/")
             && text.contains("tcp connect error: Connection refused"),
-        "status says it could not reach the API server: {text}"
+        "status says it could not reach the API server, and which: {text}"
     );
+    // Said once, by the command: no log line of the client library repeats it.
+    assert!(!text.contains("ERROR"), "{text}");
     assert!(!text.contains("WasmPlugin default/"), "{text}");
 
     // 30 PodReplicas, a hostile object whose every plan the guard refuses (a Secret, which
