@@ -155,15 +155,7 @@ mod tests {
     use crate::runtime::KindRef;
     use serde_json::json;
 
-    fn pods(selection: Selection, selector: Option<&str>) -> Relation {
-        Relation {
-            name: "pods".into(),
-            kind: KindRef::pod(),
-            selection,
-            label_selector: selector.map(str::to_string),
-            fields: None,
-        }
-    }
+    use crate::runtime::pod_relation as pods;
 
     fn pod(name: &str, ns: &str, owner: Option<&str>, app: &str) -> Value {
         let mut p = json!({"apiVersion": "v1", "kind": "Pod",

@@ -33,3 +33,15 @@ pub use plugin::{LoadedPlugin, digest_of};
 pub use sandbox::{COMPILED_KEPT, Sandbox, candidate_share, memory_parts};
 pub use store::CallContext;
 pub use types::*;
+
+/// A relation named `pods` to pods, selected by `selection` and `selector` (tests).
+#[cfg(test)]
+pub(crate) fn pod_relation(selection: Selection, selector: Option<&str>) -> Relation {
+    Relation {
+        name: "pods".into(),
+        kind: KindRef::pod(),
+        selection,
+        label_selector: selector.map(str::to_string),
+        fields: None,
+    }
+}

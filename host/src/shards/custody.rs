@@ -243,18 +243,9 @@ impl Custodian for Custody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::KindRef;
     use crate::shards::scope::relation_for;
 
-    fn pods(selection: Selection, selector: Option<&str>) -> Relation {
-        Relation {
-            name: "pods".into(),
-            kind: KindRef::pod(),
-            selection,
-            label_selector: selector.map(str::to_string),
-            fields: None,
-        }
-    }
+    use crate::runtime::pod_relation as pods;
 
     #[tokio::test]
     async fn only_the_shards_own_selection_of_owned_objects_is_in_its_custody() {
