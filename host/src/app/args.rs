@@ -144,6 +144,14 @@ pub struct RunArgs {
     /// in the Deployment. Without it, each start pulls and compiles.
     #[arg(long, env = "WASMOP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// A read-only directory of plugins compiled ahead of time (`wasmop compile`), read
+    /// before compiling: the image ships its bundled plugins' compiled form there (its
+    /// `WASMOP_COMPILED_SHELF`), so a new pod, whose cache starts empty, starts without
+    /// compiling them. Its machine code runs as is: only a directory as trusted as this
+    /// binary may be one. A file this host's engine refuses (another wasmtime, engine
+    /// configuration or CPU) is passed over and the plugin compiled.
+    #[arg(long, env = "WASMOP_COMPILED_SHELF", value_name = "DIR")]
+    pub compiled_shelf: Option<PathBuf>,
     /// Most MiB `--cache-dir` holds (pulled artifacts and compiled components together):
     /// over it, the least recently used files go. Within the Deployment's 1Gi `emptyDir`.
     #[arg(long, env = "WASMOP_CACHE_MAX_MIB", default_value_t = 768)]

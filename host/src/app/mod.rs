@@ -123,6 +123,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .with_disk_cap(dir, args.cache_max_mib << 20),
         None => sandbox,
     };
+    let sandbox = match &args.compiled_shelf {
+        Some(dir) => sandbox.with_shelf(dir),
+        None => sandbox,
+    };
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new());
     let plugins_ready = health.flag("plugins");

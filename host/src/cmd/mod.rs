@@ -38,6 +38,10 @@ pub enum Command {
     Test(crate::cmd::offline::test::TestArgs),
     /// Run a wasm32-wasip2 command component (cargo's runner for guest unit tests).
     WasiRun(offline::wasi_run::WasiRunArgs),
+    /// Compile plugins ahead of time into a shelf for a host image, which `wasmop run
+    /// --compiled-shelf` reads instead of compiling (a new pod starts its bundled plugins
+    /// without compiling).
+    Compile(offline::compile::CompileArgs),
     /// Run the operator host: watch, ask the plugins, check their plans, carry them out.
     Run(Box<crate::app::RunArgs>),
     /// Upload a plugin version into the cluster (a .wasm file in a ConfigMap, or an
@@ -221,6 +225,7 @@ pub fn main() -> ExitCode {
         Command::New(a) => crate::cmd::scaffold::run(a).map(|()| ExitCode::SUCCESS),
         Command::Dev(a) => block_on(crate::cmd::dev::run(a)).map(|()| ExitCode::SUCCESS),
         Command::Info(a) => offline::info::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Compile(a) => offline::compile::run(a).map(|()| ExitCode::SUCCESS),
         Command::Plan(a) => offline::plan::run(a).map(exit_if),
         Command::Test(a) => crate::cmd::offline::test::run(a).map(exit_if),
         Command::WasiRun(a) => {

@@ -96,6 +96,8 @@ pub struct Sandbox {
     cache: Arc<Mutex<Compiled>>,
     /// Where compiled components are kept across restarts ([`Sandbox::with_compiled_dir`]).
     disk: Option<PathBuf>,
+    /// Compiled components built with the image, read only ([`Sandbox::with_shelf`]).
+    shelf: Option<PathBuf>,
     /// The byte cap of the cache directory `disk` is part of ([`Sandbox::with_disk_cap`]).
     disk_cap: Option<crate::runtime::disk::Cap>,
     permits: Arc<Semaphore>,
@@ -142,6 +144,7 @@ impl Sandbox {
             linker: Arc::new(linker),
             cache: Arc::default(),
             disk: None,
+            shelf: None,
             disk_cap: None,
             permits: Arc::new(Semaphore::new(max_concurrent_calls.max(1))),
             candidate_permits: Arc::new(Semaphore::new(candidate_share(max_concurrent_calls))),
@@ -158,6 +161,18 @@ impl Sandbox {
         self
     }
 
+    /// Reads compiled components from `dir` too, before compiling: a shelf built with the
+    /// host's image (`wasmop compile`, the same file names as the compiled dir), so that a
+    /// new pod, whose cache starts empty, starts its bundled plugins without compiling.
+    /// Never written nor pruned; a file the engine refuses (another wasmtime, engine
+    /// configuration or CPU) is passed over and the component compiled. Its machine code
+    /// runs as is: only a directory as trusted as the host binary itself may be one (the
+    /// image's own, read-only files).
+    pub fn with_shelf(mut self, dir: &Path) -> Self {
+        self.shelf = Some(dir.to_path_buf());
+        self
+    }
+
     /// Keeps every file under `root` (the compiled components and the pulled artifacts
     /// beside them) within `max_bytes`: after each write the least recently used go.
     pub fn with_disk_cap(mut self, root: &Path, max_bytes: u64) -> Self {
@@ -168,38 +183,62 @@ impl Sandbox {
         self
     }
 
-    fn compiled_path(&self, digest: &str) -> Option<PathBuf> {
+    /// The file name of the compiled component of `digest` for this engine.
+    fn compiled_name(&self, digest: &str) -> Option<String> {
         let hex = digest.strip_prefix("sha256:")?;
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
         }
-        let dir = self.disk.as_ref()?;
-        Some(dir.join(format!("{hex}-{:016x}.cwasm", self.engine.fingerprint())))
+        Some(format!("{hex}-{:016x}.cwasm", self.engine.fingerprint()))
     }
 
-    /// The compiled component of `digest` from the disk, if this host wrote one that the
-    /// engine accepts.
+    fn compiled_path(&self, digest: &str) -> Option<PathBuf> {
+        Some(self.disk.as_ref()?.join(self.compiled_name(digest)?))
+    }
+
+    fn shelf_path(&self, digest: &str) -> Option<PathBuf> {
+        Some(self.shelf.as_ref()?.join(self.compiled_name(digest)?))
+    }
+
+    /// The compiled component of `digest` from the disk cache (if this host wrote one that
+    /// the engine accepts; one it refuses is removed), else from the shelf.
     fn read_compiled(&self, digest: &str) -> Option<Component> {
-        let path = self.compiled_path(digest)?;
+        let cached = self
+            .compiled_path(digest)
+            .and_then(|path| self.read_file(&path, "the disk cache"));
+        if cached.is_some() {
+            return cached;
+        }
+        self.shelf_path(digest)
+            .and_then(|path| self.read_file(&path, "the image's shelf"))
+    }
+
+    fn read_file(&self, path: &Path, from: &'static str) -> Option<Component> {
         if !path.is_file() {
             return None;
         }
         let started = std::time::Instant::now();
         // SAFETY: wasmtime runs the machine code in this file as is. Only the host writes
-        // this directory (`write_compiled`: its own compilation, by digest, renamed into
-        // place whole); nothing pulled from a registry or uploaded is ever stored here, and
-        // wasmtime checks the file's engine and version header before using it.
+        // the cache directory (`write_compiled`: its own compilation, by digest, renamed
+        // into place whole); the shelf is the image's own (`with_shelf`); nothing pulled
+        // from a registry or uploaded is ever stored in either, and wasmtime checks the
+        // file's engine and version header before using it.
         #[allow(unsafe_code)]
-        let loaded = unsafe { Component::deserialize_file(self.engine.engine(), &path) };
+        let loaded = unsafe { Component::deserialize_file(self.engine.engine(), path) };
+        let on_shelf = self.shelf.as_ref().is_some_and(|s| path.starts_with(s));
         match loaded {
             Ok(c) => {
-                crate::runtime::disk::Cap::used(&path);
-                tracing::info!(%digest, ms = started.elapsed().as_millis(), "compiled component read from the disk cache");
+                if !on_shelf {
+                    crate::runtime::disk::Cap::used(path);
+                }
+                tracing::info!(path = %path.display(), ms = started.elapsed().as_millis(), "compiled component read from {from}");
                 Some(c)
             }
             Err(e) => {
-                tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "a compiled component on disk is unusable; compiling again");
-                let _ = std::fs::remove_file(&path);
+                tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "a compiled component in {from} is unusable; compiling");
+                if !on_shelf {
+                    let _ = std::fs::remove_file(path);
+                }
                 None
             }
         }
@@ -229,15 +268,16 @@ impl Sandbox {
         &self.engine
     }
 
-    /// The compiled component of `bytes`: kept from an earlier load, or compiled now (and
-    /// kept by [`Sandbox::load`] only once the version has loaded).
-    fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, LoadError> {
+    /// The compiled component of `bytes`: kept from an earlier load, read from the disk
+    /// cache or the shelf, or compiled now (then `true`: kept on disk by [`Sandbox::load`]
+    /// only once the version has loaded).
+    fn compile(&self, bytes: &[u8], digest: &str) -> Result<(Component, bool), LoadError> {
         let key = (digest.to_string(), self.engine.fingerprint());
         if let Some(c) = self.cache.lock().expect("cache lock").get(&key) {
-            return Ok(c);
+            return Ok((c, false));
         }
         if let Some(c) = self.read_compiled(digest) {
-            return Ok(c);
+            return Ok((c, false));
         }
         let started = std::time::Instant::now();
         let (hits, misses) = self.engine.functions().hits_and_misses();
@@ -254,13 +294,13 @@ impl Sandbox {
             cache_kib = self.engine.functions().bytes() / 1024,
             "compiled (functions reused from earlier versions, or compiled)"
         );
-        Ok(component)
+        Ok((component, true))
     }
 
     /// The names the component `bytes` imports and exports (for an artifact's config).
     pub fn world_of(&self, bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), LoadError> {
         check_header(bytes)?;
-        let component = self.compile(bytes, &digest_of(bytes))?;
+        let (component, _) = self.compile(bytes, &digest_of(bytes))?;
         let ty = component.component_type();
         let engine = self.engine.engine();
         let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
@@ -302,7 +342,7 @@ impl Sandbox {
     pub fn load(&self, bytes: &[u8], limits: Limits) -> Result<LoadedPlugin, LoadError> {
         check_header(bytes)?;
         let digest = digest_of(bytes);
-        let component = self.compile(bytes, &digest)?;
+        let (component, compiled_now) = self.compile(bytes, &digest)?;
         let instance_pre = self.instantiate_pre(&component)?;
         let pre =
             PluginBindingsPre::new(instance_pre).map_err(|e| LoadError::World(format!("{e:#}")))?;
@@ -310,7 +350,7 @@ impl Sandbox {
         validate_info(&info).map_err(LoadError::InvalidInfo)?;
         // Only a version that loaded is kept: a refused one is compiled again if offered
         // again, and never holds memory meanwhile.
-        if self.compiled_path(&digest).is_some_and(|p| !p.is_file()) {
+        if compiled_now {
             self.write_compiled(&digest, &component);
         }
         self.cache

@@ -205,6 +205,78 @@ fn compiled_components_are_bounded_and_refused_ones_not_kept() {
     }
 }
 
+/// A shelf written by `wasmop compile` (the image's bundled plugins, compiled ahead of time)
+/// is read instead of compiling, by a sandbox whose other settings differ from the one that
+/// wrote it (the engine's fingerprint covers what the code depends on, not the call
+/// budget); a shelf file the engine refuses is passed over, compiled, and left as it was.
+#[test]
+fn a_shelf_of_compiled_plugins_is_read_instead_of_compiling() {
+    let shelf = support::Scratch::new("shelf");
+    let plugins: Vec<std::path::PathBuf> = ["podreplica.wasm", "chaospod.wasm"]
+        .iter()
+        .map(|f| support::plugin_dir().join(f))
+        .collect();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .arg("compile")
+        .args(&plugins)
+        .arg("--out")
+        .arg(&shelf.0)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "wasmop compile: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shelved: Vec<std::path::PathBuf> = std::fs::read_dir(&shelf.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        shelved.len(),
+        2,
+        "one compiled file per plugin: {shelved:?}"
+    );
+
+    let sandbox = Sandbox::with_guest_memory(8, 128 << 20)
+        .unwrap()
+        .with_shelf(&shelf.0);
+    for p in &plugins {
+        let started = Instant::now();
+        sandbox
+            .load(&std::fs::read(p).unwrap(), Limits::default())
+            .unwrap();
+        println!(
+            "{}: loaded from the shelf in {:?}",
+            p.display(),
+            started.elapsed()
+        );
+    }
+    assert_eq!(
+        sandbox.engine().functions().hits_and_misses(),
+        (0, 0),
+        "a function was compiled although the shelf held both plugins"
+    );
+
+    // A damaged shelf file: compiled instead, the file left as it was.
+    let damaged = shelved
+        .iter()
+        .find(|p| {
+            let digest = wasmop::runtime::digest_of(&std::fs::read(&plugins[0]).unwrap());
+            p.to_string_lossy()
+                .contains(digest.trim_start_matches("sha256:"))
+        })
+        .expect("podreplica's file on the shelf");
+    std::fs::write(damaged, b"not a compiled component").unwrap();
+    let fresh = Sandbox::new(1).unwrap().with_shelf(&shelf.0);
+    fresh
+        .load(&std::fs::read(&plugins[0]).unwrap(), Limits::default())
+        .expect("compiled when its shelf file is refused");
+    let (_, compiled) = fresh.engine().functions().hits_and_misses();
+    assert!(compiled > 0, "nothing compiled for a refused shelf file");
+    assert_eq!(std::fs::read(damaged).unwrap(), b"not a compiled component");
+}
+
 /// A candidate spinning in shadow takes none of the active decisions' slots: with one slot
 /// for calls, an active decision made while a candidate spins to its 1.5 s deadline
 /// answers at once; a second candidate waits for the first (the candidates' share is one).
