@@ -26,7 +26,6 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use crate::expect::Pending;
 use crate::k8s::kinds::api_for;
 use crate::plan::guard::PrimaryRef;
 use crate::reconcile::context::Context;
@@ -129,7 +128,16 @@ pub async fn before_deciding(
     }
     let api = api_for(&ctx.client, &info.primary, pref.namespace.as_deref());
     if has_label(obj, DRAIN_LABEL) {
-        if let Some(action) = own_writes_unseen(ctx, pref) {
+        // Let go only once this shard's own writes for the object are seen: the new shard
+        // finds what the object controls by a consistent read, which cannot show a write
+        // still on its way, such as a create cut off before its answer that the API server
+        // may yet commit (expected until its expiry); it would make that pod again.
+        let key = crate::expect::triggers::key_of(pref.namespace.as_deref(), &pref.name);
+        if let Some(action) = crate::reconcile::until_own_writes_seen(
+            (&ctx.expectations, &ctx.triggers),
+            key,
+            &pref.uid,
+        ) {
             return Ok(Some(action));
         }
         match acknowledge(
@@ -193,33 +201,6 @@ pub async fn before_deciding(
     tracing::info!(from = %from, owned = taken, "taken over from another shard");
     count(ctx, info, "taken", 1);
     Ok(None)
-}
-
-/// `Some(action)` while writes of this shard's own for `pref` are not seen yet: a drain is
-/// acknowledged only once they are. The new shard finds what the object controls by a
-/// consistent read, which cannot show a write still on its way, such as a create cut off
-/// before its answer that the API server may yet commit (expected until its expiry): letting
-/// go before would have the new shard make that pod again. The event that settles the last
-/// of them triggers the object again; the requeue is the backstop.
-fn own_writes_unseen(ctx: &Context, pref: &PrimaryRef) -> Option<Action> {
-    let Pending::Waiting {
-        outstanding,
-        expires_in,
-    } = ctx.expectations.pending(&pref.uid)
-    else {
-        return None;
-    };
-    let key = crate::expect::triggers::key_of(pref.namespace.as_deref(), &pref.name);
-    if ctx.expectations.park(&ctx.triggers, key, &pref.uid) {
-        return None;
-    }
-    tracing::debug!(
-        outstanding,
-        "a drain waits until this shard's own writes are seen"
-    );
-    Some(Action::requeue(
-        expires_in + std::time::Duration::from_millis(10),
-    ))
 }
 
 /// Lists what the primary `pref` controls (a consistent read by the controller label),

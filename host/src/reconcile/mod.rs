@@ -260,6 +260,39 @@ async fn gate(
     )
 }
 
+/// While writes of the primary `uid`'s own are not seen by the watch: parks it (`key` in
+/// `triggers`: the event that settles the last of them triggers it again) and returns the
+/// requeue that backs that up. `None` once nothing is awaited (writes that expired unseen
+/// are dropped, with a warning). The gate before a decision and a shard's drain both wait
+/// so.
+pub(crate) fn until_own_writes_seen(
+    (expectations, triggers): (
+        &crate::expect::Expectations,
+        &crate::expect::triggers::Triggers,
+    ),
+    key: String,
+    uid: &str,
+) -> Option<Action> {
+    match expectations.pending(uid) {
+        Pending::Clear => None,
+        Pending::Waiting {
+            outstanding,
+            expires_in,
+        } => {
+            tracing::debug!(outstanding, "waiting to see this object's own writes");
+            (!expectations.park(triggers, key, uid))
+                .then(|| Action::requeue(expires_in + Duration::from_millis(10)))
+        }
+        Pending::Expired { outstanding } => {
+            tracing::warn!(
+                outstanding,
+                "writes of the last plan were never seen by the watch; going on without them"
+            );
+            None
+        }
+    }
+}
+
 /// Whether `obj`, the primary as its cache held it when the reconcile started, may be
 /// decided on: `None` when every write of its own is seen and the cache (`cached`, read
 /// after the expectations answered) still holds that very version; otherwise the action
@@ -283,23 +316,8 @@ fn settled_view(
     obj: &DynamicObject,
     (key, uid): (String, &str),
 ) -> Option<Action> {
-    match expectations.pending(uid) {
-        Pending::Clear => {}
-        Pending::Waiting {
-            outstanding,
-            expires_in,
-        } => {
-            tracing::debug!(outstanding, "waiting to see this object's own writes");
-            if !expectations.park(triggers, key, uid) {
-                return Some(Action::requeue(expires_in + Duration::from_millis(10)));
-            }
-        }
-        Pending::Expired { outstanding } => {
-            tracing::warn!(
-                outstanding,
-                "writes of the last plan were never seen by the watch; deciding anyway"
-            );
-        }
+    if let Some(action) = until_own_writes_seen((expectations, triggers), key, uid) {
+        return Some(action);
     }
     let now = cached();
     let moved_on = now
