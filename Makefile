@@ -162,15 +162,22 @@ test-unit: host plugins
 
 ## e2e: the host against a local control plane, one cluster per test. Most tests spend their
 ## time waiting (leases, intervals, the API server): two run at a time, their output shown per
-## test when they end. Alone, one after another: the tests at size (thousands of objects keep
-## both cores busy) and the ones that compile a plugin as its author would (cold, minutes of
-## compiling). A failed test stops neither group.
-E2E_ALONE := shards:: size:: progress:: restart:: hotswap:: dev:: scaffold:: tutorial::
+## test when they end. Then two lanes side by side, one test at a time in each: the tests at
+## size (thousands of objects keep the cores busy) and the ones that compile a plugin as its
+## author would (cold, minutes of compiling) or restart what they run; the second lane's
+## output is printed when both have ended. A failed test stops neither group.
+E2E_AT_SIZE := shards:: size:: progress::
+E2E_BUILDS := dev:: scaffold:: tutorial:: hotswap:: restart::
 E2E_TEST := cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e --
 e2e: host plugins polyglot cluster tools otel
 	status=0; \
-	$(E2E_TEST) --test-threads=2 --show-output $(addprefix --skip ,$(E2E_ALONE)) || status=1; \
-	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_ALONE) || status=1; \
+	$(E2E_TEST) --test-threads=2 --show-output $(addprefix --skip ,$(E2E_AT_SIZE) $(E2E_BUILDS)) || status=1; \
+	builds_log=$$(mktemp); \
+	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_BUILDS) >$$builds_log 2>&1 & builds=$$!; \
+	trap 'kill $$builds 2>/dev/null; rm -f $$builds_log' EXIT; \
+	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_AT_SIZE) || status=1; \
+	wait $$builds || status=1; \
+	echo "== e2e: the lane of $(E2E_BUILDS)"; cat $$builds_log; \
 	scripts/with-cluster cargo test $(HOST_BUILD) $(HOST_PKGS) --test lease -- --test-threads=1 \
 	  || status=1; \
 	exit $$status
