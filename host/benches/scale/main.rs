@@ -62,20 +62,17 @@ struct Args {
     bystanders: usize,
     /// The sizes the comparison applies, one phase each, in order.
     sizes: Vec<usize>,
+    /// How many times each contender runs in the comparison (rotating order, a fresh
+    /// control plane each round).
+    rounds: usize,
 }
 
 fn contenders(v: Option<String>) -> Vec<versus::Contender> {
-    let v = v.expect("--versus needs a list: controller-runtime,kube-rs,wasmop-sharded or none");
+    let v = v
+        .expect("--versus needs a list: controller-runtime[@N],kube-rs[@N],wasmop-sharded or none");
     v.split(',')
         .filter(|c| !c.is_empty() && *c != "none")
-        .map(|c| match c.trim() {
-            "controller-runtime" => versus::Contender::ControllerRuntime,
-            "kube-rs" => versus::Contender::KubeRs,
-            "wasmop-sharded" => versus::Contender::WasmopSharded,
-            other => {
-                panic!("--versus: `{other}` is not controller-runtime, kube-rs or wasmop-sharded")
-            }
-        })
+        .map(|c| versus::Contender::parse(c).unwrap_or_else(|e| panic!("--versus: {e}")))
         .collect()
 }
 
@@ -103,13 +100,20 @@ fn args() -> Args {
         smoke: false,
         converge_only: false,
         plugin: "podreplica.wasm".into(),
+        // Controller-runtime at its default and at wasmop's workers; kube-rs at wasmop's.
         versus: vec![
-            versus::Contender::ControllerRuntime,
-            versus::Contender::KubeRs,
+            versus::Contender::ControllerRuntime { workers: 1 },
+            versus::Contender::ControllerRuntime {
+                workers: versus::WASMOP_WORKERS,
+            },
+            versus::Contender::KubeRs {
+                workers: versus::WASMOP_WORKERS,
+            },
         ],
         versus_only: false,
         bystanders: 0,
         sizes: vec![3, 5, 2],
+        rounds: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -122,12 +126,13 @@ fn args() -> Args {
             "--plugin" => a.plugin = it.next().expect("--plugin needs a file name"),
             "--versus" => a.versus = contenders(it.next()),
             "--versus-only" => a.versus_only = true,
+            "--rounds" => a.rounds = number("--rounds", it.next()).max(1),
             "--sizes" => a.sizes = numbers("--sizes", it.next()),
             "--bystanders" => a.bystanders = number("--bystanders", it.next()),
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime,kube-rs,wasmop-sharded|none] [--versus-only] [--sizes 3,5,2] [--bystanders 2400]\n  --versus: at the largest size, wasmop against these operators on one control plane, one after the other (default controller-runtime,kube-rs; wasmop-sharded: wasmop again as three sharded replicas; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --sizes: the comparison's phases, each a size applied to every PodReplica (default 3,5,2)\n  --bystanders: that many unrelated pods Running in the namespace during the comparison (default 0)\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime[@N],kube-rs[@N],wasmop-sharded|none] [--versus-only] [--rounds 3] [--sizes 3,5,2] [--bystanders 2400]\n  --versus: at the largest size, wasmop against these operators on one control plane, one after the other (default controller-runtime@1,controller-runtime@8,kube-rs@8: @N reconciles at once, wasmop running 8; without @, the framework's default: 1 for controller-runtime, no limit for kube-rs; wasmop-sharded: wasmop again as three sharded replicas; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --rounds: how many times each contender runs in it, in rotating order, each round on a fresh control plane (default 3); the table shows each figure's median and range\n  --sizes: the comparison's phases, each a size applied to every PodReplica (default 3,5,2)\n  --bystanders: that many unrelated pods Running in the namespace during the comparison (default 0)\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
                 );
                 std::process::exit(0);
             }
@@ -156,21 +161,59 @@ fn args() -> Args {
     a
 }
 
-/// wasmop and each of `others` on one fresh control plane, one after the other, `n`
-/// PodReplicas each ([`versus`]); `status_samples` status-lag samples each. `bystanders`
-/// unrelated pods run in the namespace the whole time (created before the first contender
-/// starts, so each one's caches list them). The PodReplicas are applied at each of `sizes`
-/// in turn.
+/// wasmop and each of `others`, `rounds` times: each round on a fresh control plane, the
+/// contenders one after the other in an order that rotates from round to round (the first
+/// of one round is the last of the next), `n` PodReplicas each ([`versus`]);
+/// `status_samples` status-lag samples each. `bystanders` unrelated pods run in the
+/// namespace the whole time (created before the first contender starts, so each one's
+/// caches list them). The PodReplicas are applied at each of `sizes` in turn. Returns each
+/// contender's runs, wasmop's first.
 async fn compare(
     n: usize,
     others: &[versus::Contender],
     (sizes, status_samples): (&[usize], usize),
+    (bystanders, rounds): (usize, usize),
+) -> Vec<Vec<versus::Run>> {
+    let mut contenders = vec![versus::Contender::Wasmop];
+    contenders.extend_from_slice(others);
+    let mut runs: Vec<Vec<versus::Run>> = vec![Vec::new(); contenders.len()];
+    for round in 0..rounds {
+        let order: Vec<usize> = (0..contenders.len())
+            .map(|i| (i + round) % contenders.len())
+            .collect();
+        let names: Vec<String> = order.iter().map(|&i| contenders[i].name()).collect();
+        println!("round {} of {rounds}: {}", round + 1, names.join(" → "));
+        for (i, mut run) in compare_round(
+            n,
+            &contenders,
+            &order,
+            (sizes, status_samples),
+            bystanders,
+            round,
+        )
+        .await
+        {
+            run.round = round;
+            runs[i].push(run);
+        }
+    }
+    runs
+}
+
+/// One round of [`compare`] on a fresh control plane: the contenders in `order` (indices
+/// into `contenders`); each run with its contender's index.
+async fn compare_round(
+    n: usize,
+    contenders: &[versus::Contender],
+    order: &[usize],
+    (sizes, status_samples): (&[usize], usize),
     bystanders: usize,
-) -> Vec<versus::Run> {
+    round: usize,
+) -> Vec<(usize, versus::Run)> {
     // Room on the three nodes for the largest phase (and the status samples' size 5).
     let largest = sizes.iter().copied().chain([5]).max().unwrap_or(5);
     let node_pods = (n * largest / 3 + 200 + bystanders / 3) as u32;
-    let cluster = Cluster::start_with_node_pods(&format!("versus-{n}"), node_pods);
+    let cluster = Cluster::start_with_node_pods(&format!("versus-{n}-{round}"), node_pods);
     let client = cluster.client().await;
     let tracker = tracker::Tracker::start(client.clone());
     let names = converge::names(n);
@@ -183,20 +226,21 @@ async fn compare(
     } else {
         None
     };
-    let mut runs = Vec::new();
-    // wasmop as deployed: compiled components cached on disk; a first start fills it.
+    // wasmop as deployed: compiled components cached on disk (the Deployment's emptyDir
+    // starts empty: its first start, which fills the cache, is reported as the cold one).
     let cache = cluster.state.join("wasmop-cache");
     let cache_arg = cache.to_string_lossy().to_string();
     let args = ["--cache-dir", cache_arg.as_str()];
     cluster.grant(&["podreplica.wasm"]);
-    {
+    let cold_ready_s = {
         let spawned = std::time::Instant::now();
-        let warm = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
-        let (secs, _) = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&warm))
+        let cold = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
+        let (secs, _) = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&cold))
             .ready(spawned)
             .await;
-        println!("wasmop: cold start → ready {secs:.2} s (compiling PodReplica)");
-    }
+        println!("wasmop: start → ready with an empty cache {secs:.2} s");
+        secs
+    };
     let stage = versus::Stage {
         cluster: &cluster,
         client: &client,
@@ -205,21 +249,24 @@ async fn compare(
         sizes,
         status_samples,
     };
-    let spawned = std::time::Instant::now();
-    let host = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
-    let single = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&host));
-    runs.push(stage.run(&single, spawned).await);
-    drop(host);
-    stage.clear().await;
-    for &c in others {
-        if c == versus::Contender::WasmopSharded {
-            runs.push(sharded_run(&stage, &cache).await);
-        } else {
-            let spawned = std::time::Instant::now();
-            let op = versus::start_reference(&cluster, c);
-            runs.push(stage.run(&op, spawned).await);
-            drop(op);
-        }
+    let mut runs = Vec::new();
+    for &i in order {
+        let run = match contenders[i] {
+            versus::Contender::Wasmop => {
+                let spawned = std::time::Instant::now();
+                let host = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
+                let single = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&host));
+                let mut run = stage.run(&single, spawned).await;
+                run.cold_ready_s = Some(cold_ready_s);
+                run
+            }
+            versus::Contender::WasmopSharded => sharded_run(&stage, &cache).await,
+            c => {
+                let (op, spawned) = versus::start_reference(&cluster, c);
+                stage.run(&op, spawned).await
+            }
+        };
+        runs.push((i, run));
         stage.clear().await;
     }
     if let Some(pods) = unrelated {
@@ -383,7 +430,7 @@ async fn main() {
     let a = args();
     if a.versus_only {
         let n = a.objects.iter().copied().max().unwrap_or(1000);
-        let runs = compare(n, &a.versus, (&a.sizes, 10), a.bystanders).await;
+        let runs = compare(n, &a.versus, (&a.sizes, 10), (a.bystanders, a.rounds)).await;
         versus::print(n, a.bystanders, &runs);
         report::write_named_json("versus", &versus::json(a.bystanders, &runs));
         return;
@@ -393,9 +440,10 @@ async fn main() {
         rows.push(row(n, a.samples, a.smoke, a.converge_only, &a.plugin).await);
     }
     let compared = match a.objects.iter().max() {
-        Some(&n) if !a.versus.is_empty() => {
-            Some((n, compare(n, &a.versus, (&a.sizes, 10), a.bystanders).await))
-        }
+        Some(&n) if !a.versus.is_empty() => Some((
+            n,
+            compare(n, &a.versus, (&a.sizes, 10), (a.bystanders, a.rounds)).await,
+        )),
         _ => None,
     };
     if let (Some(last), Some(&n)) = (rows.last_mut(), a.objects.iter().max()) {

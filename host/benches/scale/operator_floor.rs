@@ -156,8 +156,8 @@ pub async fn operator_floor(
     for w in writing {
         w.await.unwrap();
     }
-    wait_converged(client, tracker, names, size).await;
-    started.elapsed().as_secs_f64()
+    let done = wait_converged(client, tracker, names, size).await;
+    done.duration_since(started).as_secs_f64()
 }
 
 /// Rewrites the status of every PodReplica of `names` once (the message of its condition),

@@ -1,15 +1,20 @@
-//! wasmop against the operators users would write instead, on the same control plane one
-//! after the other: a controller-runtime PodReplica written as the kubebuilder book writes
-//! one (`bench/reference/controller-runtime`) and a kube-rs `Controller` PodReplica without
-//! wasm (`bench/reference/kube-rs`), and wasmop again as three sharded replicas (the same
-//! figures summed over the three processes). Each contender starts alone (no PodReplica, no pod left
-//! of the one before), then goes through the same measurements: start → ready and its RSS
-//! then, PodReplicas applied at 3, rescaled to 5 and to 2 (seconds from the apply's start),
-//! its reconciles (its own metric), its writes by verb and resource (from the API server's
-//! audit log, by User-Agent, the same count for every contender), its CPU, the control
-//! plane's CPU, its peak and at-rest RSS, and how long its status lags the pods: one
-//! PodReplica at a time patched to 5, from the watch showing the fifth pod Running to the
-//! watch showing the status that lists five ready pods.
+//! wasmop against the operators users would write instead: a controller-runtime PodReplica
+//! written as the kubebuilder book writes one (`bench/reference/controller-runtime`: the
+//! pods listed through an owner index, production logging), at its default of one worker
+//! and at wasmop's eight, and a kube-rs `Controller` PodReplica without wasm
+//! (`bench/reference/kube-rs`) at eight; wasmop again as three sharded replicas on request
+//! (the same figures summed over the three processes). Each round runs every contender on a
+//! fresh control plane, one after the other in an order that rotates from round to round;
+//! the table shows each figure's median and range. Each contender starts alone (no
+//! PodReplica, no pod left of the one before), then goes through the same measurements:
+//! start → ready from its process's spawn and its RSS then (wasmop's with an empty cache
+//! beside), the control plane's idle CPU rate, PodReplicas applied at 3, rescaled to 5 and
+//! to 2 (seconds from the apply's start), its reconciles (its own metric), its writes by
+//! verb and resource (from the API server's audit log, by User-Agent, the same count for
+//! every contender), its CPU, the control plane's CPU less its idle rate over the window,
+//! its peak and at-rest RSS, and how long its status lags the pods: one PodReplica at a
+//! time patched to 5, from the watch showing the fifth pod Running to the watch showing the
+//! status that lists five ready pods.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,20 +37,81 @@ pub enum Contender {
     Wasmop,
     /// Three wasmop hosts with the PodReplica plugin, sharded (`--sharding`).
     WasmopSharded,
-    /// `bench/reference/controller-runtime`.
-    ControllerRuntime,
-    /// `bench/reference/kube-rs`.
-    KubeRs,
+    /// `bench/reference/controller-runtime` with `workers` reconciles at once
+    /// (`MaxConcurrentReconciles`; the framework's default is 1), production logging.
+    ControllerRuntime {
+        /// Reconciles at once.
+        workers: u16,
+    },
+    /// `bench/reference/kube-rs` with `workers` reconciles at once (0: kube-runtime's
+    /// default, no limit).
+    KubeRs {
+        /// Reconciles at once.
+        workers: u16,
+    },
+}
+
+/// The reconciles the wasmop host runs at once by default (`WASMOP_CONCURRENCY`).
+pub const WASMOP_WORKERS: u16 = 8;
+
+fn workers_of(n: u16) -> String {
+    match n {
+        0 => "no limit".into(),
+        1 => "1 worker".into(),
+        n => format!("{n} workers"),
+    }
 }
 
 impl Contender {
-    /// Its name in the table.
-    pub fn name(self) -> &'static str {
+    /// Its name in the table, with the reconciles it runs at once.
+    pub fn name(self) -> String {
         match self {
-            Contender::Wasmop => "wasmop",
-            Contender::WasmopSharded => "wasmop ×3 sharded",
-            Contender::ControllerRuntime => "controller-runtime",
-            Contender::KubeRs => "kube-rs",
+            Contender::Wasmop => format!("wasmop, {}", workers_of(WASMOP_WORKERS)),
+            Contender::WasmopSharded => {
+                format!("wasmop ×3 sharded, {} each", workers_of(WASMOP_WORKERS))
+            }
+            Contender::ControllerRuntime { workers } => {
+                format!("controller-runtime, {}", workers_of(workers))
+            }
+            Contender::KubeRs { workers } => format!("kube-rs, {}", workers_of(workers)),
+        }
+    }
+
+    /// Its name in file names.
+    pub fn slug(self) -> String {
+        match self {
+            Contender::Wasmop => "wasmop".into(),
+            Contender::WasmopSharded => "wasmop-sharded".into(),
+            Contender::ControllerRuntime { workers } => format!("controller-runtime-{workers}"),
+            Contender::KubeRs { workers } => format!("kube-rs-{workers}"),
+        }
+    }
+
+    /// A contender as `--versus` names it: `controller-runtime`, `kube-rs` or
+    /// `wasmop-sharded`, a reference with `@WORKERS` (`controller-runtime@8`; without it,
+    /// its framework's default).
+    pub fn parse(text: &str) -> Result<Contender, String> {
+        let (what, workers) = match text.trim().split_once('@') {
+            Some((w, n)) => (
+                w,
+                Some(
+                    n.parse::<u16>()
+                        .map_err(|_| format!("`{text}`: `{n}` is not a number of workers"))?,
+                ),
+            ),
+            None => (text.trim(), None),
+        };
+        match (what, workers) {
+            ("controller-runtime", w) => Ok(Contender::ControllerRuntime {
+                workers: w.unwrap_or(1),
+            }),
+            ("kube-rs", w) => Ok(Contender::KubeRs {
+                workers: w.unwrap_or(0),
+            }),
+            ("wasmop-sharded", None) => Ok(Contender::WasmopSharded),
+            _ => Err(format!(
+                "`{text}` is not controller-runtime[@N], kube-rs[@N] or wasmop-sharded"
+            )),
         }
     }
 
@@ -53,8 +119,8 @@ impl Contender {
     pub fn user_agent(self) -> &'static str {
         match self {
             Contender::Wasmop | Contender::WasmopSharded => "wasmop/",
-            Contender::ControllerRuntime => "podreplica-controller-runtime",
-            Contender::KubeRs => "podreplica-kube-rs",
+            Contender::ControllerRuntime { .. } => "podreplica-controller-runtime",
+            Contender::KubeRs { .. } => "podreplica-kube-rs",
         }
     }
 
@@ -62,8 +128,8 @@ impl Contender {
     fn reconcile_metric(self) -> &'static str {
         match self {
             Contender::Wasmop | Contender::WasmopSharded => "wasmop_reconciles_total",
-            Contender::ControllerRuntime => "controller_runtime_reconcile_total",
-            Contender::KubeRs => "podreplica_reconciles_total",
+            Contender::ControllerRuntime { .. } => "controller_runtime_reconcile_total",
+            Contender::KubeRs { .. } => "podreplica_reconciles_total",
         }
     }
 
@@ -106,7 +172,7 @@ impl Drop for Running {
 fn binary(contender: Contender) -> PathBuf {
     let repo = crate::support::repo();
     match contender {
-        Contender::ControllerRuntime => {
+        Contender::ControllerRuntime { .. } => {
             let script = repo.join("bench/reference/controller-runtime/build");
             let out = Command::new(&script)
                 .stderr(Stdio::inherit())
@@ -119,7 +185,7 @@ fn binary(contender: Contender) -> PathBuf {
             );
             PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
         }
-        Contender::KubeRs => {
+        Contender::KubeRs { .. } => {
             // Beside the bench's own binary: target/<triple>/release/deps/scale-… → release/.
             let exe = std::env::current_exe().expect("the bench's path");
             let release = exe.parent().and_then(Path::parent).expect("release dir");
@@ -137,14 +203,27 @@ fn binary(contender: Contender) -> PathBuf {
     }
 }
 
-/// Starts a reference operator against `cluster`.
-pub fn start_reference(cluster: &Cluster, contender: Contender) -> Running {
+/// Starts a reference operator against `cluster`; returns it and the instant it was
+/// spawned (its binary found, or built, before: the clock starts at the spawn).
+pub fn start_reference(cluster: &Cluster, contender: Contender) -> (Running, Instant) {
     let bin = binary(contender);
     let metrics = format!("127.0.0.1:{}", crate::support::free_port());
     let probes = format!("127.0.0.1:{}", crate::support::free_port());
-    let log = cluster.state.join(format!("{}.log", contender.name()));
+    let log = cluster.state.join(format!("{}.log", contender.slug()));
     let file = std::fs::File::create(&log).unwrap();
+    // Each as its users run it in production: controller-runtime's scaffold defaults to
+    // development logging (`zap.Options{Development: true}`), its flags turn it off.
+    let workers: Vec<String> = match contender {
+        Contender::ControllerRuntime { workers } => vec![
+            "--zap-devel=false".into(),
+            format!("--max-concurrent-reconciles={workers}"),
+        ],
+        Contender::KubeRs { workers } => vec![format!("--concurrency={workers}")],
+        Contender::Wasmop | Contender::WasmopSharded => Vec::new(),
+    };
+    let spawned = Instant::now();
     let child = Command::new(&bin)
+        .args(&workers)
         .arg("--kubeconfig")
         .arg(&cluster.kubeconfig)
         .arg("--metrics-bind-address")
@@ -155,16 +234,19 @@ pub fn start_reference(cluster: &Cluster, contender: Contender) -> Running {
         .stderr(file)
         .spawn()
         .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
-    Running {
-        contender,
-        processes: vec![Process {
-            pid: child.id(),
-            metrics,
-            probes,
-        }],
-        child: Some(child),
-        log,
-    }
+    (
+        Running {
+            contender,
+            processes: vec![Process {
+                pid: child.id(),
+                metrics,
+                probes,
+            }],
+            child: Some(child),
+            log,
+        },
+        spawned,
+    )
 }
 
 /// The host, or the sharded replicas, as a contender (each serves metrics and probes on one
@@ -291,8 +373,12 @@ impl Running {
 pub struct Run {
     /// Its name.
     pub name: String,
-    /// Start → ready, seconds; VmRSS then, MiB.
+    /// Which round of the comparison (each on a fresh control plane), from 0.
+    pub round: usize,
+    /// Start → ready, seconds from the process's spawn.
     pub ready_s: f64,
+    /// wasmop: start → ready with an empty cache directory (compiling), seconds.
+    pub cold_ready_s: Option<f64>,
     /// VmRSS at ready, MiB.
     pub ready_mib: f64,
     /// Seconds to converge at each size (3, 5 and 2 by default), from each apply's start.
@@ -331,6 +417,9 @@ impl Run {
     }
 }
 
+/// How long the control plane's idle CPU is sampled before each contender's phases.
+const IDLE_WINDOW: Duration = Duration::from_secs(5);
+
 /// What every contender is measured on: one control plane, its client, the pod tracker, the
 /// PodReplicas' names, and the number of status-lag samples.
 pub struct Stage<'a> {
@@ -355,11 +444,21 @@ impl Stage<'_> {
         let (cluster, client, tracker, names) =
             (self.cluster, self.client, self.tracker, self.names);
         let mut run = Run {
-            name: op.contender.name().into(),
+            name: op.contender.name(),
             ..Default::default()
         };
         (run.ready_s, run.ready_mib) = op.ready(spawned).await;
+        // The control plane's CPU while the operator is ready and idle, per second: what
+        // the window below would cost without a PodReplica (subtracted from it).
+        let idle_from = crate::control::look(&cluster.state);
+        let idle_started = Instant::now();
+        tokio::time::sleep(IDLE_WINDOW).await;
+        let idle_rate = crate::control::total(&crate::control::between(
+            &idle_from,
+            &crate::control::look(&cluster.state),
+        )) / idle_started.elapsed().as_secs_f64();
         let from = jiff::Timestamp::now();
+        let window = Instant::now();
         let reconciles = op.reconciles();
         let cpu = op.cpu_s();
         let control = crate::control::look(&cluster.state);
@@ -394,7 +493,7 @@ impl Stage<'_> {
         run.control_cpu_s = crate::control::total(&crate::control::between(
             &control,
             &crate::control::look(&cluster.state),
-        ));
+        )) - idle_rate * window.elapsed().as_secs_f64();
         (run.rest_mib, run.peak_mib) = op.memory_mib();
         let to = jiff::Timestamp::now();
         run.writes = writes_of(&cluster.state, op.contender.user_agent(), from, to).await;
@@ -559,39 +658,79 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
-/// Prints the comparison: a column per contender and the ratio of each wasmop column to
-/// each reference.
-pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
-    let (ours, refs): (Vec<&Run>, Vec<&Run>) =
-        runs.iter().partition(|r| r.name.starts_with("wasmop"));
+/// The median of `values` (NaN for none).
+fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+/// A figure over a contender's runs: its median and, over several runs, its range.
+fn spread(values: &[f64], fmt: &dyn Fn(f64) -> String) -> String {
+    let m = median(values);
+    let finite: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    let (lo, hi) = finite
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+            (l.min(x), h.max(x))
+        });
+    if finite.len() < 2 {
+        fmt(m)
+    } else {
+        format!("{} ({}–{})", fmt(m), fmt(lo), fmt(hi))
+    }
+}
+
+/// Prints the comparison: a column per contender (the median of its runs and their range)
+/// and the ratio of each wasmop column's median to each reference's.
+pub fn print(objects: usize, bystanders: usize, contenders: &[Vec<Run>]) {
+    let named: Vec<&Vec<Run>> = contenders.iter().filter(|c| !c.is_empty()).collect();
+    let (ours, refs): (Vec<&Vec<Run>>, Vec<&Vec<Run>>) =
+        named.iter().partition(|c| c[0].name.starts_with("wasmop"));
     if ours.is_empty() {
         return;
     }
+    let rounds = named.iter().map(|c| c.len()).max().unwrap_or(0);
     println!();
+    println!(
+        "median (range) of {rounds} run(s) each, in rotating order, each round on a fresh control plane"
+    );
     let mut head = format!("| {objects} PodReplicas |");
     if bystanders > 0 {
         head = format!("| {objects} PodReplicas beside {bystanders} unrelated pods |");
     }
     let mut rule = "|---|".to_string();
-    for r in runs {
-        head.push_str(&format!(" {} |", r.name));
+    for c in &named {
+        head.push_str(&format!(" {} |", c[0].name));
         rule.push_str("---|");
     }
     for o in &ours {
         for r in &refs {
-            head.push_str(&format!(" {} ÷ {} |", o.name, r.name));
+            head.push_str(&format!(" {} ÷ {} |", o[0].name, r[0].name));
             rule.push_str("---|");
         }
     }
     println!("{head}\n{rule}");
     let line = |label: &str, f: &dyn Fn(&Run) -> f64, fmt: &dyn Fn(f64) -> String| {
+        let values = |c: &Vec<Run>| c.iter().map(f).collect::<Vec<f64>>();
         let mut l = format!("| {label} |");
-        for r in runs {
-            l.push_str(&format!(" {} |", fmt(f(r))));
+        for c in &named {
+            l.push_str(&format!(" {} |", spread(&values(c), fmt)));
         }
         for o in &ours {
             for r in &refs {
-                l.push_str(&format!(" {} |", ratio(f(o), f(r))));
+                l.push_str(&format!(
+                    " {} |",
+                    ratio(median(&values(o)), median(&values(r)))
+                ));
             }
         }
         println!("{l}");
@@ -599,7 +738,7 @@ pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
     let s1 = |v: f64| format!("{v:.1}");
     let s2 = |v: f64| format!("{v:.2}");
     let n0 = |v: f64| format!("{v:.0}");
-    for &(size, _) in &ours[0].converge_s {
+    for &(size, _) in &ours[0][0].converge_s {
         line(
             &format!("converged at {size}, s from the apply's start"),
             &|r| r.secs_at(size),
@@ -611,9 +750,28 @@ pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
         &|r| r.most_over as f64,
         &n0,
     );
+    // Pods the phases need created (each size's growth over the one before, from none),
+    // and what each contender created beyond that (made twice, then deleted).
+    let needed: usize = ours[0][0]
+        .converge_s
+        .iter()
+        .scan(0, |before, &(size, _)| {
+            let grown = size.saturating_sub(*before);
+            *before = size;
+            Some(grown * objects)
+        })
+        .sum();
+    line(
+        "surplus pods created (beyond the sizes asked), later deleted",
+        &|r| r.writes.get("create pods").copied().unwrap_or(0) as f64 - needed as f64,
+        &n0,
+    );
     line("reconciles", &|r| r.reconciles as f64, &n0);
     line("writes", &|r| r.total_writes() as f64, &n0);
-    let mut kinds: Vec<String> = runs.iter().flat_map(|r| r.writes.keys().cloned()).collect();
+    let mut kinds: Vec<String> = named
+        .iter()
+        .flat_map(|c| c.iter().flat_map(|r| r.writes.keys().cloned()))
+        .collect();
     kinds.sort();
     kinds.dedup();
     for k in kinds {
@@ -624,7 +782,11 @@ pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
         );
     }
     line("operator CPU s", &|r| r.cpu_s, &s1);
-    line("control plane CPU s", &|r| r.control_cpu_s, &s1);
+    line(
+        "control plane CPU s, its idle rate subtracted",
+        &|r| r.control_cpu_s,
+        &s1,
+    );
     line("peak RSS MiB", &|r| r.peak_mib, &n0);
     line("RSS at rest MiB", &|r| r.rest_mib, &n0);
     let per = objects as f64;
@@ -638,7 +800,12 @@ pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
         &|r| r.peak_mib * 1024.0 / per,
         &s1,
     );
-    line("start → ready s", &|r| r.ready_s, &s2);
+    line("start → ready s (from the spawn)", &|r| r.ready_s, &s2);
+    line(
+        "start → ready s, empty cache (wasmop)",
+        &|r| r.cold_ready_s.unwrap_or(f64::NAN),
+        &s2,
+    );
     line("RSS at ready MiB", &|r| r.ready_mib, &n0);
     line(
         "status after the pods, p50 ms",
@@ -652,15 +819,19 @@ pub fn print(objects: usize, bystanders: usize, runs: &[Run]) {
     );
 }
 
-/// The JSON of the comparison.
-pub fn json(bystanders: usize, runs: &[Run]) -> Value {
+/// The JSON of the comparison: every run of every contender.
+pub fn json(bystanders: usize, contenders: &[Vec<Run>]) -> Value {
     Value::Array(
-        runs.iter()
+        contenders
+            .iter()
+            .flatten()
             .map(|r| {
                 json!({
                     "name": r.name,
                     "bystanders": bystanders,
+                    "round": r.round,
                     "ready_s": r.ready_s,
+                    "cold_ready_s": r.cold_ready_s,
                     "ready_mib": r.ready_mib,
                     "converge_s": r.converge_s,
                     "reconciles": r.reconciles,

@@ -47,6 +47,7 @@ func main() {
 	var metricsAddr string
 	var enableLeaderElection bool
 	var probeAddr string
+	var workers int
 	// The scaffold's defaults are ":8080"/"0" and ":8081" (all interfaces); the benchmark
 	// runs this process on the host, so the defaults are loopback addresses.
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "The address the metrics endpoint binds to. "+
@@ -55,6 +56,8 @@ func main() {
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false,
 		"Enable leader election for controller manager. "+
 			"Enabling this will ensure there is only one active controller manager.")
+	flag.IntVar(&workers, "max-concurrent-reconciles", 1,
+		"How many PodReplicas are reconciled at once (controller-runtime's MaxConcurrentReconciles; its default is 1).")
 	opts := zap.Options{
 		Development: true,
 	}
@@ -87,7 +90,7 @@ func main() {
 		Client:   mgr.GetClient(),
 		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("podreplica-controller"),
-	}).SetupWithManager(mgr); err != nil {
+	}).SetupWithManager(mgr, workers); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "PodReplica")
 		os.Exit(1)
 	}

@@ -142,9 +142,10 @@ fn mark_synced<K>(
     }
 }
 
-/// Runs the controller until SIGTERM or Ctrl-C. `ready` becomes true once both stores have
-/// had their first list.
-pub async fn run(client: Client, metrics: Arc<Metrics>, ready: Readiness) {
+/// Runs the controller until SIGTERM or Ctrl-C, reconciling at most `concurrency`
+/// PodReplicas at once (0: no limit). `ready` becomes true once both stores have had their
+/// first list.
+pub async fn run(client: Client, metrics: Arc<Metrics>, ready: Readiness, concurrency: u16) {
     let podreplicas = Api::<PodReplica>::all(client.clone());
     let pods = Api::<Pod>::all(client.clone());
 
@@ -174,6 +175,7 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, ready: Readiness) {
         metrics,
     });
     Controller::for_stream(pr_events, pr_store)
+        .with_config(controller::Config::default().concurrency(concurrency))
         .owns_stream(pod_events)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)

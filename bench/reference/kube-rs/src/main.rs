@@ -37,6 +37,10 @@ struct Args {
     /// Address of the `/healthz` and `/readyz` endpoints.
     #[arg(long, default_value = "127.0.0.1:8081")]
     health_probe_bind_address: SocketAddr,
+    /// How many PodReplicas are reconciled at once (kube-runtime's `Config::concurrency`;
+    /// 0, its default, is no limit).
+    #[arg(long, default_value_t = 0)]
+    concurrency: u16,
 }
 
 async fn kube_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
@@ -78,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
 
     tracing::info!("starting the PodReplica controller");
     tokio::select! {
-        () = controller::run(client, metrics, ready) => {
+        () = controller::run(client, metrics, ready, args.concurrency) => {
             tracing::info!("controller stopped");
             Ok(())
         }

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -44,8 +45,10 @@ func (r *PodReplicaReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 
+	// The pods this PodReplica controls, from the cache's owner index (as the kubebuilder
+	// book's CronJob lists its Jobs).
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(pr.Namespace), client.MatchingLabels(labelsFor(&pr))); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(pr.Namespace), client.MatchingFields{podOwnerKey: pr.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
 	keep, remove, create := scale(livePods(&pr, pods.Items), pr.Spec.Size)
@@ -90,12 +93,30 @@ func (r *PodReplicaReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager sets up the controller with the Manager: PodReplicas (spec changes only,
-// status writes do not come back as reconciles) and the pods they control.
-func (r *PodReplicaReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// podOwnerKey indexes pods by the name of the PodReplica that controls them.
+const podOwnerKey = ".metadata.controller"
+
+// podOwner is the index function of podOwnerKey: the controlling PodReplica's name.
+func podOwner(obj client.Object) []string {
+	owner := metav1.GetControllerOf(obj)
+	if owner == nil || owner.APIVersion != appv1alpha1.GroupVersion.String() || owner.Kind != "PodReplica" {
+		return nil
+	}
+	return []string{owner.Name}
+}
+
+// SetupWithManager sets up the controller with the Manager: the pods indexed by their
+// controlling PodReplica, PodReplicas (spec changes only, status writes do not come back as
+// reconciles) and the pods they control, with `workers` reconciles at once (the framework's
+// default is 1).
+func (r *PodReplicaReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podOwnerKey, podOwner); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&appv1alpha1.PodReplica{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Pod{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("podreplica").
 		Complete(r)
 }

@@ -34,6 +34,7 @@ func newReconciler(t *testing.T, objs ...client.Object) (*PodReplicaReconciler, 
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).
 		WithStatusSubresource(&appv1alpha1.PodReplica{}).
+		WithIndex(&corev1.Pod{}, podOwnerKey, podOwner).
 		WithObjects(objs...).Build()
 	rec := events.NewFakeRecorder(100)
 	return &PodReplicaReconciler{Client: c, Scheme: scheme, Recorder: rec}, rec
