@@ -132,7 +132,7 @@ fn args() -> Args {
             "--bench" => {} // added by `cargo bench`
             "-h" | "--help" => {
                 println!(
-                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime[@N],kube-rs[@N],wasmop-sharded|none] [--versus-only] [--rounds 3] [--sizes 3,5,2] [--bystanders 2400]\n  --versus: at the largest size, wasmop against these operators on one control plane, one after the other (default controller-runtime@1,controller-runtime@8,kube-rs@8: @N reconciles at once, wasmop running 8; without @, the framework's default: 1 for controller-runtime, no limit for kube-rs; wasmop-sharded: wasmop again as three sharded replicas; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --rounds: how many times each contender runs in it, in rotating order, each round on a fresh control plane (default 3); the table shows each figure's median and range\n  --sizes: the comparison's phases, each a size applied to every PodReplica (default 3,5,2)\n  --bystanders: that many unrelated pods Running in the namespace during the comparison (default 0)\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
+                    "usage: scripts/bench-scale [--objects 100,300,1000] [--samples 200] [--replicas 1,2,3] [--smoke] [--converge-only] [--plugin podreplica.wasm] [--versus controller-runtime[@N],kube-rs[@N],wasmop-sharded|none] [--versus-only] [--rounds 3] [--sizes 3,5,2] [--bystanders 2400]\n  --versus: at the largest size, wasmop against these operators, one after the other, each run on a fresh control plane (default controller-runtime@1,controller-runtime@8,kube-rs@8: @N reconciles at once, wasmop running 8; without @, the framework's default: 1 for controller-runtime, no limit for kube-rs; wasmop-sharded: wasmop again as three sharded replicas; none with --smoke, --converge-only or --plugin)\n  --versus-only: only that comparison\n  --rounds: how many times each contender runs in it, in rotating order (default 3); the table shows each figure's median and range\n  --sizes: the comparison's phases, each a size applied to every PodReplica (default 3,5,2)\n  --bystanders: that many unrelated pods Running in the namespace during the comparison (default 0)\n  --converge-only: the floors, the three phases and memory at rest only (no latency, swap, shadow or scale row)\n  --plugin: the PodReplica the host runs, from the plugins directory (podreplica_py.wasm, podreplica_ts.wasm, podreplica_go.wasm); with another than the Rust one, --converge-only"
                 );
                 std::process::exit(0);
             }
@@ -161,11 +161,12 @@ fn args() -> Args {
     a
 }
 
-/// wasmop and each of `others`, `rounds` times: each round on a fresh control plane, the
-/// contenders one after the other in an order that rotates from round to round (the first
-/// of one round is the last of the next), `n` PodReplicas each ([`versus`]);
-/// `status_samples` status-lag samples each. `bystanders` unrelated pods run in the
-/// namespace the whole time (created before the first contender starts, so each one's
+/// wasmop and each of `others`, `rounds` times, `n` PodReplicas each ([`versus`]): every run
+/// on a fresh control plane of its own, so no contender works on an etcd that another's
+/// churn has grown; the contenders one after the other in an order that rotates from round
+/// to round (the first of one round is the last of the next), so drift over the session
+/// falls on each in turn. `status_samples` status-lag samples each. `bystanders` unrelated
+/// pods run in the namespace the whole time (created before the contender starts, so its
 /// caches list them). The PodReplicas are applied at each of `sizes` in turn. Returns each
 /// contender's runs, wasmop's first.
 async fn compare(
@@ -183,16 +184,9 @@ async fn compare(
             .collect();
         let names: Vec<String> = order.iter().map(|&i| contenders[i].name()).collect();
         println!("round {} of {rounds}: {}", round + 1, names.join(" → "));
-        for (i, mut run) in compare_round(
-            n,
-            &contenders,
-            &order,
-            (sizes, status_samples),
-            bystanders,
-            round,
-        )
-        .await
-        {
+        for i in order {
+            let mut run =
+                compare_one(n, contenders[i], (sizes, status_samples), bystanders, round).await;
             run.round = round;
             runs[i].push(run);
         }
@@ -200,34 +194,45 @@ async fn compare(
     runs
 }
 
-/// One round of [`compare`] on a fresh control plane: the contenders in `order` (indices
-/// into `contenders`); each run with its contender's index.
-async fn compare_round(
+/// One run of [`compare`]: `contender` on a fresh control plane.
+async fn compare_one(
     n: usize,
-    contenders: &[versus::Contender],
-    order: &[usize],
+    contender: versus::Contender,
     (sizes, status_samples): (&[usize], usize),
     bystanders: usize,
     round: usize,
-) -> Vec<(usize, versus::Run)> {
+) -> versus::Run {
     // Room on the three nodes for the largest phase (and the status samples' size 5).
     let largest = sizes.iter().copied().chain([5]).max().unwrap_or(5);
     let node_pods = (n * largest / 3 + 200 + bystanders / 3) as u32;
-    let cluster = Cluster::start_with_node_pods(&format!("versus-{n}-{round}"), node_pods);
+    let cluster = Cluster::start_with_node_pods(
+        &format!("versus-{n}-{}-{round}", contender.slug()),
+        node_pods,
+    );
     let client = cluster.client().await;
     let tracker = tracker::Tracker::start(client.clone());
     let names = converge::names(n);
     operator_floor::install_crd(&client).await;
     wait_for_crd(&client, &podreplica_resource()).await;
-    let unrelated = if bystanders > 0 {
-        let (secs, pods) = floor::floor(&client, bystanders, in_flight()).await;
+    if bystanders > 0 {
+        let (secs, _) = floor::floor(&client, bystanders, in_flight()).await;
         println!("{bystanders} unrelated pods Running in the namespace in {secs:.1} s");
-        Some(pods)
-    } else {
-        None
+    }
+    let stage = versus::Stage {
+        cluster: &cluster,
+        client: &client,
+        tracker: &tracker,
+        names: &names,
+        sizes,
+        status_samples,
     };
-    // wasmop as deployed: compiled components cached on disk (the Deployment's emptyDir
-    // starts empty: its first start, which fills the cache, is reported as the cold one).
+    if !contender.is_wasmop() {
+        let (op, spawned) = versus::start_reference(&cluster, contender);
+        return stage.run(&op, spawned).await;
+    }
+    // wasmop as deployed: compiled components cached on disk. The Deployment's emptyDir
+    // starts empty: a first host's start, which fills the cache, is reported as the cold
+    // one; the measured host starts on the cache it filled, as a restarted container does.
     let cache = cluster.state.join("wasmop-cache");
     let cache_arg = cache.to_string_lossy().to_string();
     let args = ["--cache-dir", cache_arg.as_str()];
@@ -241,38 +246,16 @@ async fn compare_round(
         println!("wasmop: start → ready with an empty cache {secs:.2} s");
         secs
     };
-    let stage = versus::Stage {
-        cluster: &cluster,
-        client: &client,
-        tracker: &tracker,
-        names: &names,
-        sizes,
-        status_samples,
+    let mut run = if contender == versus::Contender::WasmopSharded {
+        sharded_run(&stage, &cache).await
+    } else {
+        let spawned = std::time::Instant::now();
+        let host = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
+        let single = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&host));
+        stage.run(&single, spawned).await
     };
-    let mut runs = Vec::new();
-    for &i in order {
-        let run = match contenders[i] {
-            versus::Contender::Wasmop => {
-                let spawned = std::time::Instant::now();
-                let host = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
-                let single = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&host));
-                let mut run = stage.run(&single, spawned).await;
-                run.cold_ready_s = Some(cold_ready_s);
-                run
-            }
-            versus::Contender::WasmopSharded => sharded_run(&stage, &cache).await,
-            c => {
-                let (op, spawned) = versus::start_reference(&cluster, c);
-                stage.run(&op, spawned).await
-            }
-        };
-        runs.push((i, run));
-        stage.clear().await;
-    }
-    if let Some(pods) = unrelated {
-        floor::remove(&client, pods).await;
-    }
-    runs
+    run.cold_ready_s = Some(cold_ready_s);
+    run
 }
 
 /// Three sharded replicas through `stage`, each started on its own copy of the compiled

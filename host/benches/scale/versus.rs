@@ -3,10 +3,10 @@
 //! pods listed through an owner index, production logging), at its default of one worker
 //! and at wasmop's eight, and a kube-rs `Controller` PodReplica without wasm
 //! (`bench/reference/kube-rs`) at eight; wasmop again as three sharded replicas on request
-//! (the same figures summed over the three processes). Each round runs every contender on a
-//! fresh control plane, one after the other in an order that rotates from round to round;
-//! the table shows each figure's median and range. Each contender starts alone (no
-//! PodReplica, no pod left of the one before), then goes through the same measurements:
+//! (the same figures summed over the three processes). Each round runs every contender, one
+//! after the other in an order that rotates from round to round, each run on a fresh control
+//! plane of its own; the table shows each figure's median and range. Each contender starts
+//! alone (no PodReplica, nothing left of another), then goes through the same measurements:
 //! start → ready from its process's spawn and its RSS then (wasmop's with an empty cache
 //! beside), the control plane's idle CPU rate, PodReplicas applied at 3, rescaled to 5 and
 //! to 2 (seconds from the apply's start), its reconciles (its own metric), its writes by
@@ -501,13 +501,6 @@ impl Stage<'_> {
         run.status_ms = status_lag_ms(client, tracker, names, self.status_samples).await;
         run
     }
-
-    /// Deletes every PodReplica and its pods, and waits until none is left (the next
-    /// contender starts on an empty namespace).
-    pub async fn clear(&self) {
-        crate::operator_floor::remove(self.client, self.tracker, self.names).await;
-        crate::swap::quiet(self.client).await;
-    }
 }
 
 /// Status lag samples: for each of the first `samples` PodReplicas (at size 2, at rest), a
@@ -701,7 +694,7 @@ pub fn print(objects: usize, bystanders: usize, contenders: &[Vec<Run>]) {
     let rounds = named.iter().map(|c| c.len()).max().unwrap_or(0);
     println!();
     println!(
-        "median (range) of {rounds} run(s) each, in rotating order, each round on a fresh control plane"
+        "median (range) of {rounds} run(s) each, in rotating order, each run on a fresh control plane"
     );
     let mut head = format!("| {objects} PodReplicas |");
     if bystanders > 0 {
