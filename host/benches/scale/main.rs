@@ -226,9 +226,18 @@ async fn compare_one(
         sizes,
         status_samples,
     };
+    let mut created = tracker.created();
+    support::apply(
+        &client,
+        &podreplica_resource(),
+        "default",
+        &converge::podreplica(versus::EARLY, 1),
+    )
+    .await
+    .expect("applying the PodReplica made before the start");
     if !contender.is_wasmop() {
         let (op, spawned) = versus::start_reference(&cluster, contender);
-        return stage.run(&op, spawned).await;
+        return stage.run(&op, spawned, &mut created).await;
     }
     // wasmop as deployed: compiled components cached on disk. The Deployment's emptyDir
     // starts empty: a first host's start, which fills the cache, is reported as the cold
@@ -237,30 +246,60 @@ async fn compare_one(
     let cache_arg = cache.to_string_lossy().to_string();
     let args = ["--cache-dir", cache_arg.as_str()];
     cluster.grant(&["podreplica.wasm"]);
-    let cold_ready_s = {
+    let (cold_ready_s, cold_first_pod_s) = {
         let spawned = std::time::Instant::now();
         let cold = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
         let (secs, _) = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&cold))
             .ready(spawned)
             .await;
-        println!("wasmop: start → ready with an empty cache {secs:.2} s");
-        secs
+        let first = versus::first_pod_s(&mut created, spawned).await;
+        println!(
+            "wasmop: start → ready with an empty cache {secs:.2} s, → first decision {first:.2} s"
+        );
+        (secs, first)
     };
+    // The measured start decides the early PodReplica again: its pod goes first.
+    early_pods_gone(&client).await;
     let mut run = if contender == versus::Contender::WasmopSharded {
-        sharded_run(&stage, &cache).await
+        sharded_run(&stage, &cache, &mut created).await
     } else {
         let spawned = std::time::Instant::now();
         let host = Host::start_with(&cluster.kubeconfig, &["podreplica.wasm"], &args, &[]);
         let single = versus::hosts(versus::Contender::Wasmop, std::slice::from_ref(&host));
-        stage.run(&single, spawned).await
+        stage.run(&single, spawned, &mut created).await
     };
     run.cold_ready_s = Some(cold_ready_s);
+    run.cold_first_pod_s = Some(cold_first_pod_s);
     run
+}
+
+/// Deletes the pods of [`versus::EARLY`] (no operator running) and waits until none is left.
+async fn early_pods_gone(client: &kube::Client) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, DeleteParams, ListParams};
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let lp = ListParams::default().labels(&format!("{}={}", tracker::LABEL, versus::EARLY));
+    pods.delete_collection(&DeleteParams::default().grace_period(0), &lp)
+        .await
+        .expect("deleting the early PodReplica's pods");
+    eventually(
+        Duration::from_secs(60),
+        "the early PodReplica's pods gone",
+        || async {
+            let left = pods.list_metadata(&lp).await.ok()?;
+            left.items.is_empty().then_some(())
+        },
+    )
+    .await;
 }
 
 /// Three sharded replicas through `stage`, each started on its own copy of the compiled
 /// components' cache `warm` (as three Pods would hold their own).
-async fn sharded_run(stage: &versus::Stage<'_>, warm: &std::path::Path) -> versus::Run {
+async fn sharded_run(
+    stage: &versus::Stage<'_>,
+    warm: &std::path::Path,
+    created: &mut tokio::sync::broadcast::Receiver<(String, std::time::Instant)>,
+) -> versus::Run {
     let dirs: Vec<std::path::PathBuf> = (0..3)
         .map(|i| {
             let dir = warm.with_file_name(format!("wasmop-cache-{i}"));
@@ -289,6 +328,7 @@ async fn sharded_run(stage: &versus::Stage<'_>, warm: &std::path::Path) -> versu
         .run(
             &versus::hosts(versus::Contender::WasmopSharded, &hosts),
             spawned,
+            created,
         )
         .await;
     drop(hosts);

@@ -51,6 +51,33 @@ pub enum Contender {
     },
 }
 
+/// A PodReplica of size 1 made before each operator starts (not one of the measured ones):
+/// its first pod times the operator's start to its first decision acted on. A readiness
+/// endpoint says less alike: controller-runtime's (the book's `healthz.Ping`) answers once
+/// its probe server listens, before its caches are synced; wasmop's once its caches are
+/// listed and its plugins loaded.
+pub const EARLY: &str = "early";
+
+/// Waits (at most 2 minutes) on `created` (the pod tracker's news) for the first pod of
+/// [`EARLY`]; returns the seconds since `spawned`.
+pub async fn first_pod_s(
+    created: &mut tokio::sync::broadcast::Receiver<(String, Instant)>,
+    spawned: Instant,
+) -> f64 {
+    let seen = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            match created.recv().await {
+                Ok((owner, at)) if owner == EARLY => return at,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("the pod tracker ended: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("no pod of the PodReplica made before the start within 2 minutes");
+    seen.duration_since(spawned).as_secs_f64()
+}
+
 /// The reconciles the wasmop host runs at once by default (`WASMOP_CONCURRENCY`).
 pub const WASMOP_WORKERS: u16 = 8;
 
@@ -379,6 +406,11 @@ pub struct Run {
     pub ready_s: f64,
     /// wasmop: start → ready with an empty cache directory (compiling), seconds.
     pub cold_ready_s: Option<f64>,
+    /// Start → the first pod of [`EARLY`], a PodReplica made before the operator started:
+    /// seconds from the spawn to the pod watch's event (its first decision acted on).
+    pub first_pod_s: f64,
+    /// wasmop: the same with an empty cache directory, seconds.
+    pub cold_first_pod_s: Option<f64>,
     /// VmRSS at ready, MiB.
     pub ready_mib: f64,
     /// Seconds to converge at each size (3, 5 and 2 by default), from each apply's start.
@@ -440,7 +472,12 @@ pub struct Stage<'a> {
 impl Stage<'_> {
     /// Measures `op` (spawned at `spawned`): start → ready, the three phases, the status
     /// samples.
-    pub async fn run(&self, op: &Running, spawned: Instant) -> Run {
+    pub async fn run(
+        &self,
+        op: &Running,
+        spawned: Instant,
+        created: &mut tokio::sync::broadcast::Receiver<(String, Instant)>,
+    ) -> Run {
         let (cluster, client, tracker, names) =
             (self.cluster, self.client, self.tracker, self.names);
         let mut run = Run {
@@ -448,6 +485,7 @@ impl Stage<'_> {
             ..Default::default()
         };
         (run.ready_s, run.ready_mib) = op.ready(spawned).await;
+        run.first_pod_s = first_pod_s(created, spawned).await;
         // The control plane's CPU while the operator is ready and idle, per second: what
         // the window below would cost without a PodReplica (subtracted from it).
         let idle_from = crate::control::look(&cluster.state);
@@ -793,6 +831,16 @@ pub fn print(objects: usize, bystanders: usize, contenders: &[Vec<Run>]) {
         &|r| r.peak_mib * 1024.0 / per,
         &s1,
     );
+    line(
+        "start → first decision s (from the spawn to the first pod of a PodReplica made before)",
+        &|r| r.first_pod_s,
+        &s2,
+    );
+    line(
+        "start → first decision s, empty cache (wasmop)",
+        &|r| r.cold_first_pod_s.unwrap_or(f64::NAN),
+        &s2,
+    );
     line("start → ready s (from the spawn)", &|r| r.ready_s, &s2);
     line(
         "start → ready s, empty cache (wasmop)",
@@ -825,6 +873,8 @@ pub fn json(bystanders: usize, contenders: &[Vec<Run>]) -> Value {
                     "round": r.round,
                     "ready_s": r.ready_s,
                     "cold_ready_s": r.cold_ready_s,
+                    "first_pod_s": r.first_pod_s,
+                    "cold_first_pod_s": r.cold_first_pod_s,
                     "ready_mib": r.ready_mib,
                     "converge_s": r.converge_s,
                     "reconciles": r.reconciles,
