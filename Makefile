@@ -174,7 +174,7 @@ e2e: host plugins polyglot cluster tools otel
 	$(E2E_TEST) --test-threads=2 --show-output $(addprefix --skip ,$(E2E_AT_SIZE) $(E2E_BUILDS)) || status=1; \
 	builds_log=$$(mktemp); \
 	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_BUILDS) >$$builds_log 2>&1 & builds=$$!; \
-	trap 'kill $$builds 2>/dev/null; rm -f $$builds_log' EXIT; \
+	trap 'kill $$builds 2>/dev/null || true; rm -f $$builds_log' EXIT; \
 	$(E2E_TEST) --test-threads=1 --nocapture $(E2E_AT_SIZE) || status=1; \
 	wait $$builds || status=1; \
 	echo "== e2e: the lane of $(E2E_BUILDS)"; cat $$builds_log; \
