@@ -123,6 +123,11 @@ pub async fn run_sharder(
                                     "objects made before sharding labelled with their controller");
                             }
                             migrated.insert(plugin.clone(), owners);
+                            // Labelling may take seconds (every owned object of the plugin):
+                            // the ring read before it is stale by then (a member that joined
+                            // meanwhile would be left out of the first assignment). The pass
+                            // comes in the next round, on a fresh read of the ring.
+                            continue;
                         }
                         Err(e) => {
                             tracing::warn!(plugin = %plugin, error = %e,
