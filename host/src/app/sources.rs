@@ -130,6 +130,7 @@ pub(crate) fn start_sharding(
             ring: args.ring.clone(),
             every: Duration::from_millis(args.sharder_every_ms.max(50)),
             watched: args.namespace.clone(),
+            settle: Duration::from_secs(args.lease_seconds.max(1)),
         },
         elections.leading.clone(),
         metrics.clone(),

@@ -158,6 +158,42 @@ impl Membership {
     }
 }
 
+/// The live members that hold their Lease but announce no plugin yet: replicas starting
+/// (their plugins load, their caches list). The sharder waits for them before it assigns,
+/// each for at most `settle` from when it first saw it so, so that replicas started together
+/// are not all given to the one that announced first, then drained and handed over as the
+/// others announce; one that never announces (it runs no plugin) is not waited for after that.
+#[derive(Debug, Default)]
+pub struct Starting {
+    since: HashMap<String, Instant>,
+}
+
+impl Starting {
+    /// The members of `live` still waited for at `now` (sorted), with `announced` as read
+    /// with them.
+    pub fn waited_for(
+        &mut self,
+        live: &[String],
+        announced: &Announcements,
+        now: Instant,
+        settle: std::time::Duration,
+    ) -> Vec<String> {
+        let silent = |m: &String| announced.get(m).is_none_or(BTreeSet::is_empty);
+        self.since.retain(|m, _| live.contains(m) && silent(m));
+        let mut waited: Vec<String> = live
+            .iter()
+            .filter(|m| silent(m))
+            .filter(|m| {
+                let since = *self.since.entry((*m).clone()).or_insert(now);
+                now.saturating_duration_since(since) < settle
+            })
+            .cloned()
+            .collect();
+        waited.sort();
+        waited
+    }
+}
+
 /// Deletes the Leases of `ring` that `membership` found gone for good, each only if it is
 /// still as read then (a member that renews at that moment keeps its Lease: the delete
 /// carries the resourceVersion of a fresh read whose record must equal the one judged).
@@ -205,6 +241,36 @@ mod tests {
             lease_transitions: Some(renewed as i32),
             ..LeaseSpec::default()
         })
+    }
+
+    #[test]
+    fn starting_members_are_waited_for_until_they_announce_or_settle_passes() {
+        let mut s = Starting::default();
+        let t0 = Instant::now();
+        let settle = Duration::from_secs(10);
+        let live: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let mut announced = Announcements::new();
+        announced.insert("a".into(), ["podreplica".to_string()].into());
+        // b has an empty announcement (its first write), c none at all.
+        announced.insert("b".into(), BTreeSet::new());
+        assert_eq!(s.waited_for(&live, &announced, t0, settle), ["b", "c"]);
+        // b announces: no longer waited for; c still within its settle.
+        announced.insert("b".into(), ["podreplica".to_string()].into());
+        let t1 = t0 + Duration::from_secs(9);
+        assert_eq!(s.waited_for(&live, &announced, t1, settle), ["c"]);
+        // c never announces: not waited for once settle has passed since it was first seen.
+        assert!(
+            s.waited_for(&live, &announced, t0 + settle, settle)
+                .is_empty()
+        );
+        // A member that stops announcing (a new process of it) is waited for again, afresh.
+        announced.insert("a".into(), BTreeSet::new());
+        let t2 = t0 + Duration::from_secs(30);
+        assert_eq!(s.waited_for(&live, &announced, t2, settle), ["a"]);
+        // A member that left is forgotten.
+        let two: Vec<String> = ["b", "c"].map(String::from).to_vec();
+        assert!(s.waited_for(&two, &announced, t2, settle).is_empty());
+        assert_eq!(s.waited_for(&live, &announced, t2 + settle, settle), ["a"]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use crate::k8s::kinds::api_resource;
 use crate::registry::Manager;
-use crate::shards::members::{Membership, list_announced, running};
+use crate::shards::members::{Membership, Starting, list_announced, running};
 use crate::shards::migrate::label_unsharded;
 use crate::shards::sharder::{KindWatch, pass};
 use crate::telemetry::health::ReadyFlag;
@@ -26,6 +26,9 @@ pub struct RingSettings {
     pub every: Duration,
     /// The namespace whose primaries are sharded (all when `None`).
     pub watched: Option<String>,
+    /// How long the sharder waits at most for a live member that announces no plugin yet
+    /// (starting) before it assigns without it: the ring's Lease duration.
+    pub settle: Duration,
 }
 
 async fn wait_or_end(
@@ -65,6 +68,10 @@ pub async fn run_sharder(
         let mut prune_failed = false;
         // Per plugin, for the term: a watch of its primaries' metadata, read by each pass.
         let mut watches: HashMap<String, KindWatch> = HashMap::new();
+        // Members starting (holding their Lease, announcing nothing yet), and the last set
+        // of them said in the log.
+        let mut starting = Starting::default();
+        let mut said_waiting: Vec<String> = Vec::new();
         while *leading.borrow() && !*shutdown.borrow() {
             let (live, announced) =
                 match list_announced(&client, &settings.namespace, &settings.ring).await {
@@ -78,6 +85,20 @@ pub async fn run_sharder(
                     }
                 };
             metrics.shard_ring_members.set(live.len() as i64);
+            // No pass while a member starts (at most `settle` each): what it would be given
+            // later would first go to the others, then be drained and handed over to it.
+            let waited = starting.waited_for(&live, &announced, Instant::now(), settings.settle);
+            if waited != said_waiting {
+                if !waited.is_empty() {
+                    tracing::info!(starting = ?waited, settle = ?settings.settle,
+                        "members starting: the sharder waits for them to announce their plugins");
+                }
+                said_waiting = waited.clone();
+            }
+            if !waited.is_empty() {
+                wait_or_end(settings.every, &mut leading, &mut shutdown).await;
+                continue;
+            }
             match crate::shards::members::prune(&client, &settings.namespace, &membership).await {
                 Ok(deleted) if !deleted.is_empty() => {
                     tracing::info!(leases = ?deleted, "deleted the Leases of shards gone for good");
@@ -102,6 +123,11 @@ pub async fn run_sharder(
                                     "objects made before sharding labelled with their controller");
                             }
                             migrated.insert(plugin.clone(), owners);
+                            // Labelling may take seconds (every owned object of the plugin):
+                            // the ring read before it is stale by then (a member that joined
+                            // meanwhile would be left out of the first assignment). The pass
+                            // comes in the next round, on a fresh read of the ring.
+                            continue;
                         }
                         Err(e) => {
                             tracing::warn!(plugin = %plugin, error = %e,
