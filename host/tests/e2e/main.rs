@@ -19,6 +19,7 @@ mod hotswap;
 mod identity;
 mod kinds;
 mod leader;
+mod lists;
 mod oci;
 mod podreplica;
 mod polyglot;
