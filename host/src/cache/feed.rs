@@ -39,7 +39,7 @@ use serde_json::{Map, Value};
 pub(crate) struct Incoming(DynamicObject);
 
 impl Incoming {
-    fn into_object(self) -> DynamicObject {
+    pub(crate) fn into_object(self) -> DynamicObject {
         self.0
     }
 }
