@@ -19,7 +19,6 @@ mod hotswap;
 mod identity;
 mod kinds;
 mod leader;
-mod lists;
 mod oci;
 mod podreplica;
 mod polyglot;
