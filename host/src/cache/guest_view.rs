@@ -113,21 +113,6 @@ mod tests {
                 );
             }
             println!("  the old pack alone: {:?}", t.elapsed());
-            #[derive(serde::Deserialize)]
-            struct Page {
-                items: Vec<crate::cache::feed::Incoming>,
-            }
-            let t = std::time::Instant::now();
-            let page: Page = serde_json::from_slice(&text).unwrap();
-            let decoded = t.elapsed();
-            for o in page.items {
-                let mut o = o.into_object();
-                pack(&mut o, &pods, &fields);
-            }
-            println!(
-                "  in one pass: decoded in {decoded:?}, packed by {:?}",
-                t.elapsed()
-            );
         }
     }
 }
