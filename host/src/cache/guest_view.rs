@@ -73,46 +73,4 @@ mod tests {
         assert_eq!(o.metadata.labels.unwrap()["app"], "x");
         assert!(o.metadata.managed_fields.is_none() && o.metadata.annotations.is_none());
     }
-
-    /// How long a page of real objects takes to decode and pack (`WASMOP_PAGE`: a list as
-    /// the API server sends it, e.g. `kubectl get --raw '/api/v1/pods?limit=500'`).
-    #[test]
-    #[ignore = "a measurement: WASMOP_PAGE names a list file"]
-    fn a_page_decodes_and_packs() {
-        let Ok(path) = std::env::var("WASMOP_PAGE") else {
-            return;
-        };
-        let text = std::fs::read(path).unwrap();
-        let pods = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
-        let fields = Fields::declared(Some(&["status.phase".to_string()]));
-        for round in 0..3 {
-            let t = std::time::Instant::now();
-            let list: kube::core::ObjectList<DynamicObject> =
-                serde_json::from_slice(&text).unwrap();
-            let decoded = t.elapsed();
-            let n = list.items.len();
-            let mut bytes = 0;
-            for mut o in list.items {
-                pack(&mut o, &pods, &fields);
-                bytes += guest_json(&o).unwrap().len();
-            }
-            println!(
-                "round {round}: {n} objects decoded in {decoded:?}, packed by {:?} ({bytes} bytes kept)",
-                t.elapsed()
-            );
-            let list: kube::core::ObjectList<DynamicObject> =
-                serde_json::from_slice(&text).unwrap();
-            let t = std::time::Instant::now();
-            for mut o in list.items {
-                o.metadata.managed_fields = None;
-                let whole = serde_json::to_value(&o).unwrap();
-                o.data = Value::String(
-                    fields
-                        .project(crate::observe::trim_for_guest(whole))
-                        .to_string(),
-                );
-            }
-            println!("  the old pack alone: {:?}", t.elapsed());
-        }
-    }
 }
