@@ -1,8 +1,9 @@
 //! How a shared cache holds a related object: its metadata typed (the owner index, label
 //! selectors, routing and expectations read only that) and, in place of its body, the
-//! object exactly as a guest sees it, as JSON text: trimmed ([`crate::observe::trim_for_guest`]), with its
-//! `apiVersion` and `kind`, cut to the fields its relations read ([`Fields`]). Packed once
-//! per version, at ingest:
+//! object exactly as a guest sees it, as JSON text: trimmed as
+//! [`crate::observe::trim_for_guest`] trims (without `managedFields` and kubectl's
+//! last-applied annotation), with its `apiVersion` and `kind`, cut to the fields its
+//! relations read ([`Fields`]). Packed once per version, at ingest:
 //! - a decision sends the text as it is (`Observed::related_json`) instead of converting
 //!   every related object to a `Value` and back to text on every reconcile;
 //! - the text of a pod is a few KiB, its `Value` tree several times that (a map node, a
