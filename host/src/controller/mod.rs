@@ -178,6 +178,15 @@ struct Route {
     primary: ApiResource,
 }
 
+/// The primaries a list (or relist) of a related kind concerns, queued only once the cache
+/// has swapped the list in (`InitDone`): a decision queued by an object of the list before
+/// that reads the cache as it was before the list, and nothing queues it again after.
+#[derive(Default)]
+struct Listed {
+    owners: std::collections::HashSet<ObjectRef<DynamicObject>>,
+    namespaces: std::collections::HashSet<Option<String>>,
+}
+
 impl Route {
     /// Owned objects concern the owners of the primary kind named in their owner
     /// references; namespace-wide relations every primary of the object's namespace.
@@ -200,6 +209,68 @@ impl Route {
                 .collect(),
         }
     }
+
+    /// Notes what `obj`, an object of a list, concerns.
+    fn note(&self, listed: &mut Listed, obj: &DynamicObject) {
+        match self.selection {
+            Selection::Owned => listed.owners.extend(self.primaries_of(obj)),
+            Selection::Namespace => {
+                listed.namespaces.insert(obj.metadata.namespace.clone());
+            }
+        }
+    }
+
+    /// The primaries the list noted in `listed` concerns, `listed` emptied.
+    fn listed(&self, listed: &mut Listed) -> Vec<ObjectRef<DynamicObject>> {
+        let mut primaries: Vec<_> = listed.owners.drain().collect();
+        if !listed.namespaces.is_empty() {
+            primaries.extend(
+                self.primaries
+                    .state()
+                    .into_iter()
+                    .filter(|p| listed.namespaces.contains(&p.metadata.namespace))
+                    .map(|p| ObjectRef::from_obj_with(&*p, self.primary.clone())),
+            );
+            listed.namespaces.clear();
+        }
+        primaries
+    }
+}
+
+/// The primary's watch with the objects of a list (or relist) held back until its end
+/// (`InitDone`), when the store has swapped them in: a decision they queued before would
+/// read the primary as the store held it before the list, and nothing would queue it
+/// again. A list arrives in pages, or one object at a time from a streaming list.
+fn once_swapped_in<S>(
+    events: S,
+) -> impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>
+where
+    S: futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
+{
+    events
+        .scan(Vec::new(), |held, event| {
+            let out = match event {
+                Ok(watcher::Event::Init) => {
+                    held.clear();
+                    vec![Ok(watcher::Event::Init)]
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    held.push(o);
+                    Vec::new()
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let mut out: Vec<_> = held
+                        .drain(..)
+                        .map(|o| Ok(watcher::Event::InitApply(o)))
+                        .collect();
+                    out.push(Ok(watcher::Event::InitDone));
+                    out
+                }
+                other => vec![other],
+            };
+            futures::future::ready(Some(futures::stream::iter(out)))
+        })
+        .flatten()
 }
 
 /// What an owned relation's subscriber needs to hold primaries back while their objects
@@ -433,8 +504,8 @@ pub async fn run_controller(
             triggers.clone(),
             holds.clone(),
             info.primary.clone(),
-        ))
-        .applied_objects();
+        ));
+    let primaries = once_swapped_in(primaries).applied_objects();
     let mut controller =
         Controller::for_stream_with(primaries, primary_store.clone(), primary_ar.clone());
     slot.set_primaries(primary_store.clone());
@@ -483,6 +554,7 @@ pub async fn run_controller(
         // for writes of its own is not queued: the event that settles its last expectation
         // queues it, and that decision reads every change the waiting one missed. Progress of
         // an owned object waits for its siblings ([`crate::expect::progress`]).
+        let mut from_list = Listed::default();
         subscriptions.push(cache.subscribe(Box::new(move |e, before| {
             // Only objects with an owner concern an owned relation's primaries (an unrelated
             // pod costs nothing here).
@@ -493,28 +565,38 @@ pub async fn run_controller(
                 .filter(|_| owned)
                 .map(|h| h.change_of(e, before));
             tap(e);
-            // The initial list (and a relist) is no change of the object: not timed.
-            let changed = matches!(e, watcher::Event::Apply(_) | watcher::Event::Delete(_));
-            if let watcher::Event::Apply(o)
-            | watcher::Event::Delete(o)
-            | watcher::Event::InitApply(o) = e
-            {
-                let now = std::time::Instant::now();
-                for p in route.primaries_of(o) {
-                    if changed {
-                        let key = crate::expect::triggers::key_of(p.namespace.as_deref(), &p.name);
-                        asked.asked(key.clone(), now);
-                        if let (Some(h), Some(change)) = (&holding, change)
-                            && h.held(&p, &key, change)
-                        {
-                            continue;
-                        }
-                        if p.extra.uid.as_deref().is_some_and(|uid| waiting.waits(uid)) {
-                            continue;
-                        }
-                    }
-                    let _ = trigger.unbounded_send(p);
+            // The objects of a list (and a relist) queue their primaries once the cache has
+            // swapped the list in; they are no change of the object: not timed.
+            let o = match e {
+                watcher::Event::Apply(o) | watcher::Event::Delete(o) => o,
+                watcher::Event::Init => {
+                    from_list = Listed::default();
+                    return;
                 }
+                watcher::Event::InitApply(o) => {
+                    route.note(&mut from_list, o);
+                    return;
+                }
+                watcher::Event::InitDone => {
+                    for p in route.listed(&mut from_list) {
+                        let _ = trigger.unbounded_send(p);
+                    }
+                    return;
+                }
+            };
+            let now = std::time::Instant::now();
+            for p in route.primaries_of(o) {
+                let key = crate::expect::triggers::key_of(p.namespace.as_deref(), &p.name);
+                asked.asked(key.clone(), now);
+                if let (Some(h), Some(change)) = (&holding, change)
+                    && h.held(&p, &key, change)
+                {
+                    continue;
+                }
+                if p.extra.uid.as_deref().is_some_and(|uid| waiting.waits(uid)) {
+                    continue;
+                }
+                let _ = trigger.unbounded_send(p);
             }
         })));
         listed.push(cache.listed_with(Fields::of(relation)));
@@ -738,5 +820,140 @@ mod tests {
         expectations.expect("u", key("p"), written("7"), || None);
         assert!(!expectations.park(&triggers, "d/p".into(), "u"));
         assert!(news(&mut filter, watcher::Event::Apply(primary("7"))));
+    }
+
+    fn named(name: &str, namespace: &str, owner: Option<&str>) -> DynamicObject {
+        let owners: Vec<_> = owner
+            .map(|o| {
+                serde_json::json!({"apiVersion": "app.example.com/v1alpha1",
+                    "kind": "PodReplica", "name": o, "uid": format!("uid-{o}"),
+                    "controller": true})
+            })
+            .into_iter()
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners},
+        }))
+        .unwrap()
+    }
+
+    fn names(events: &[watcher::Event<DynamicObject>]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                watcher::Event::Init => "Init".to_string(),
+                watcher::Event::InitDone => "InitDone".to_string(),
+                watcher::Event::InitApply(o) => {
+                    format!("InitApply {}", o.metadata.name.clone().unwrap())
+                }
+                watcher::Event::Apply(o) => format!("Apply {}", o.metadata.name.clone().unwrap()),
+                watcher::Event::Delete(o) => format!("Delete {}", o.metadata.name.clone().unwrap()),
+            })
+            .collect()
+    }
+
+    /// A decision queued by an object of a list would read the store before the list is
+    /// swapped in (`InitDone`): the objects come after the end of their list, each list on
+    /// its own, and changes pass at once.
+    #[test]
+    fn the_objects_of_a_list_queue_decisions_only_once_the_list_is_swapped_in() {
+        let events = vec![
+            watcher::Event::Init,
+            watcher::Event::InitApply(named("a", "d", None)),
+            watcher::Event::InitApply(named("b", "d", None)),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(named("a", "d", None)),
+            watcher::Event::Delete(named("b", "d", None)),
+            // A relist that is started again before its end drops what it had.
+            watcher::Event::Init,
+            watcher::Event::InitApply(named("c", "d", None)),
+            watcher::Event::Init,
+            watcher::Event::InitApply(named("a", "d", None)),
+            watcher::Event::InitDone,
+        ];
+        let out: Vec<_> = futures::executor::block_on(
+            once_swapped_in(futures::stream::iter(events.into_iter().map(Ok))).collect::<Vec<_>>(),
+        )
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+        assert_eq!(
+            names(&out),
+            [
+                "Init",
+                "InitApply a",
+                "InitApply b",
+                "InitDone",
+                "Apply a",
+                "Delete b",
+                "Init",
+                "Init",
+                "InitApply a",
+                "InitDone"
+            ]
+        );
+        // Errors pass through, in their place.
+        let events = vec![
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(named("a", "d", None))),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(watcher::Event::InitDone),
+        ];
+        let out = futures::executor::block_on(
+            once_swapped_in(futures::stream::iter(events)).collect::<Vec<_>>(),
+        );
+        assert!(matches!(out[0], Ok(watcher::Event::Init)));
+        assert!(out[1].is_err());
+        assert!(
+            matches!(&out[2], Ok(watcher::Event::InitApply(o)) if o.metadata.name.as_deref() == Some("a"))
+        );
+        assert!(matches!(out[3], Ok(watcher::Event::InitDone)));
+    }
+
+    /// The primaries a related list concerns: each owner once, however many of its
+    /// objects the list holds; for a namespace-wide relation, every primary of each
+    /// namespace the list touched.
+    #[test]
+    fn a_related_list_queues_each_primary_it_concerns_once() {
+        let ar = ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodReplica"),
+            "podreplicas",
+        );
+        let mut writer = reflector::store::Writer::new(ar.clone());
+        for (name, ns) in [("p", "d"), ("q", "d"), ("r", "e")] {
+            let mut o = primary("1");
+            o.metadata.name = Some(name.into());
+            o.metadata.namespace = Some(ns.into());
+            writer.apply_watcher_event(&watcher::Event::Apply(o));
+        }
+        let route = |selection| Route {
+            selection,
+            primaries: writer.as_reader(),
+            primary: ar.clone(),
+        };
+        let sorted = |mut v: Vec<ObjectRef<DynamicObject>>| {
+            v.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            v.into_iter()
+                .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+                .collect::<Vec<_>>()
+        };
+        let owned = route(Selection::Owned);
+        let mut listed = Listed::default();
+        for (pod, owner) in [
+            ("p-1", Some("p")),
+            ("p-2", Some("p")),
+            ("x", None),
+            ("q-1", Some("q")),
+        ] {
+            owned.note(&mut listed, &named(pod, "d", owner));
+        }
+        assert_eq!(sorted(owned.listed(&mut listed)), ["d/p", "d/q"]);
+        assert!(owned.listed(&mut listed).is_empty(), "emptied");
+        let everyone = route(Selection::Namespace);
+        for pod in ["a", "b", "c"] {
+            everyone.note(&mut listed, &named(pod, "e", None));
+        }
+        assert_eq!(sorted(everyone.listed(&mut listed)), ["e/r"]);
     }
 }
