@@ -2,6 +2,7 @@
 //! plugin that relates to it ([`shared`]), each indexed by controlling owner ([`owners`]),
 //! holding objects cut to the fields the plugins declared ([`guest_view`]).
 
+pub(crate) mod feed;
 pub mod guest_view;
 pub mod owners;
 pub mod shared;

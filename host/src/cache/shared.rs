@@ -34,9 +34,10 @@ use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
+use crate::cache::feed::feed;
 use crate::cache::guest_view::pack;
 use crate::cache::owners::OwnerIndex;
-use crate::k8s::kinds::{api_for, api_resource};
+use crate::k8s::kinds::{api_as, api_for, api_resource};
 use crate::observe::Fields;
 use crate::runtime::Relation;
 use crate::telemetry::metrics::{CacheLabels, Metrics};
@@ -212,10 +213,8 @@ impl KindCache {
         let looked_after = relation.clone();
         let resource = api_resource(kind);
         let api = api_for(client, kind, namespace);
-        let mut config = watcher::Config::default();
-        if let Some(sel) = &relation.label_selector {
-            config = config.labels(sel);
-        }
+        let incoming = api_as(client, kind, namespace);
+        let labels_watched = relation.label_selector.clone();
         let what = format!("{}.{}", kind.plural, kind.group);
         let labels = CacheLabels {
             resource: what.clone(),
@@ -230,14 +229,15 @@ impl KindCache {
         let (packing, mut packed_as) = watch::channel(Fields::of(relation));
         let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
         let (index, subs) = (owners.clone(), subscribers.clone());
-        // Every list is a consistent read (no `any_semantic`): a cache that starts after a
-        // restart, a swap or a relist holds every write acknowledged before it, also the last
-        // writes of the process or controller it replaces, which no expectation remembers.
+        // Every list is a consistent read ([`crate::cache::feed`]): a cache that starts after
+        // a restart, a swap or a relist holds every write acknowledged before it, also the
+        // last writes of the process or controller it replaces, which no expectation
+        // remembers.
         let ar = resource.clone();
         let held_as = resource.clone();
         let watch = move |fields: Fields| {
             let ar = ar.clone();
-            watcher(api.clone(), config.clone())
+            feed(incoming.clone(), api.clone(), labels_watched.clone())
                 .modify(move |o| pack(o, &ar, &fields))
                 .default_backoff()
                 .boxed()

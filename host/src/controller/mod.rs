@@ -18,7 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use crate::cache::shared::{KindCache, SharedCaches};
 use crate::expect::Expectations;
 use crate::expect::progress::{self, Change, Expiry, Hold, Holds};
-use crate::k8s::kinds::{api_for, api_resource};
+use crate::k8s::kinds::{api_as, api_for, api_resource};
 use crate::observe::{Fields, selector_of};
 use crate::plan::Checker;
 use crate::reconcile::context::{Backoff, Context, RelatedCache};
@@ -478,14 +478,19 @@ pub async fn run_controller(
     let ns = deps.namespace.as_deref();
     let primary_ar = api_resource(&info.primary);
     let primary_api = api_for(&deps.client, &info.primary, ns);
-    // Every list is a consistent read (no `any_semantic`): a cache that starts after a
+    // Every list is a consistent read ([`crate::cache::feed`]): a cache that starts after a
     // restart, a swap or a relist holds every write acknowledged before it, also the last
     // writes of the process or controller it replaces, which no expectation remembers.
     // Sharded, a replica watches only the primaries labelled for its shard.
-    let mut primary_watch = watcher::Config::default();
-    if let Some(shard) = &deps.shard {
-        primary_watch = primary_watch.labels(&crate::shards::scope::shard_selector(shard));
-    }
+    let primary_labels = deps
+        .shard
+        .as_deref()
+        .map(crate::shards::scope::shard_selector);
+    let primary_feed = crate::cache::feed::feed(
+        api_as(&deps.client, &info.primary, ns),
+        primary_api,
+        primary_labels,
+    );
     let expectations = Arc::new(Expectations::new(EXPECTATION_TTL));
     let sighted = Arc::new(crate::reconcile::handover::Sighted::default());
     let backoff = Arc::new(Backoff::default());
@@ -493,7 +498,7 @@ pub async fn run_controller(
     let holds = Arc::new(Holds::new(deps.progress_hold));
     let writer = reflector::store::Writer::new(primary_ar.clone());
     let primary_store = writer.as_reader();
-    let primaries = reflector::reflector(writer, watcher(primary_api, primary_watch))
+    let primaries = reflector::reflector(writer, primary_feed)
         .inspect(departures(
             expectations.clone(),
             sighted.clone(),

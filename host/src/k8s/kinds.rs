@@ -22,6 +22,17 @@ pub fn api_resource(k: &KindRef) -> ApiResource {
 /// An API handle for a kind: namespaced to `namespace` when given and the kind is
 /// namespaced, cluster-wide otherwise.
 pub fn api_for(client: &Client, k: &KindRef, namespace: Option<&str>) -> Api<DynamicObject> {
+    api_as(client, k, namespace)
+}
+
+/// [`api_for`], decoding the objects as `K` (a dynamic type of the host's own).
+pub fn api_as<K>(client: &Client, k: &KindRef, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<
+            DynamicType = kube::api::ApiResource,
+            Scope = kube::core::DynamicResourceScope,
+        >,
+{
     let ar = api_resource(k);
     match (k.namespaced, namespace) {
         (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),

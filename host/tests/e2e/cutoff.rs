@@ -5,7 +5,9 @@
 //! all the same. The host expects what it could not see answered, so no PodReplica is
 //! decided again on a view that may miss those pods: a watch of every pod, for the whole
 //! test, sees none get a pod while it had its size live, and each ends with exactly its
-//! size. The second test does the same at size over sharded replicas, with a shard joining
+//! size. The proxy also refuses streaming lists, as an API server without them does: the
+//! caches list in consistent pages instead (each refused, then paged). The second test does
+//! the same at size over sharded replicas, with a shard joining
 //! while creates are held, so objects move while their old shard's writes are of unknown
 //! outcome (`make cutoff-at-size`; minutes, not in `make test`).
 
@@ -27,6 +29,7 @@ async fn creates_cut_off_before_their_answer_are_expected_and_never_doubled() {
     let client = cluster.client().await;
     let storm = Storm::start(&cluster, 0).await;
     storm.delay_posts(Some(("/pods", DELAY)));
+    storm.refuse_streaming_lists();
     let host = Host::start_with(
         &storm.kubeconfig,
         &["podreplica.wasm"],
@@ -76,6 +79,12 @@ async fn creates_cut_off_before_their_answer_are_expected_and_never_doubled() {
         (REPLICAS * SIZE) as u64,
         "pod creates sent, one per pod"
     );
+    // The caches listed in pages, their streaming lists refused.
+    for kind in ["/pods", "/podreplicas"] {
+        let (refused, pages) = storm.lists(kind);
+        println!("{kind}: streaming lists refused {refused}, pages asked for {pages}");
+        assert!(refused >= 1 && pages >= 1, "{kind}: listed in pages");
+    }
 }
 
 /// A sharded replica through `storm`, with shard Leases of 6 s (its writes are cut off at

@@ -297,7 +297,7 @@ async fn swap_under_load_refuse_broken_and_survive_restart() {
 /// front of the API server, v1 keeps deciding (a new PodReplica gets its pod, in v1's
 /// words), and when the list does not come within `--list-timeout-seconds` v3 is refused
 /// with `CachesNotListed`, v1 still active. Released, the same upload restarts the
-/// controller on v3.
+/// controller on v3. Every cache listed by a streaming list, none in pages.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_version_that_watches_differently_waits_for_its_caches_and_the_old_one_decides() {
     let cluster = Cluster::start("list-wait");
@@ -370,5 +370,14 @@ async fn a_version_that_watches_differently_waits_for_its_caches_and_the_old_one
     let (ok, text) = push(&cluster, "podreplica", "podreplica_v3.wasm");
     assert!(ok && text.contains("Restarted"), "{text}");
     wait_message(&api, "after", "1/1 pods ready (v3)", "v3 decides").await;
+    // Every cache of both versions listed by a consistent streaming list (held above like
+    // a list), none in pages.
+    for kind in ["/pods", "/podreplicas"] {
+        assert_eq!(
+            storm.lists(kind),
+            (0, 0),
+            "{kind}: listed by streaming lists only"
+        );
+    }
     drop(host);
 }

@@ -2,7 +2,9 @@
 //! answers a share of POST and DELETE requests itself with 429 Too Many Requests or 500
 //! Internal Server Error (alternately), before they reach the server, and forwards
 //! everything else (watches stream through). It can also hold lists (GETs that are not
-//! watches) whose URI contains a given text until released: a cache that cannot list. The
+//! watches, and watches that send the current objects first: streaming lists) whose URI
+//! contains a given text until released: a cache that cannot list; and refuse streaming
+//! lists as an API server without them does (422, `sendInitialEvents` forbidden). The
 //! host talks plain HTTP to the proxy with a kubeconfig of its own; the proxy talks to the
 //! API server as the test's admin.
 
@@ -42,6 +44,12 @@ struct Counters {
     delayed: AtomicU64,
     /// Lists held so far.
     held: AtomicU64,
+    /// Streaming lists are refused as an API server without the `WatchList` feature does.
+    no_streaming: std::sync::atomic::AtomicBool,
+    /// The paths of the streaming lists refused, and of the lists in pages (GETs with a
+    /// `limit`), so far.
+    refused_streaming: std::sync::Mutex<Vec<String>>,
+    paged: std::sync::Mutex<Vec<String>>,
 }
 
 impl Default for Counters {
@@ -54,6 +62,9 @@ impl Default for Counters {
             held: AtomicU64::default(),
             delay: std::sync::Mutex::new(None),
             delayed: AtomicU64::default(),
+            no_streaming: Default::default(),
+            refused_streaming: Default::default(),
+            paged: Default::default(),
         }
     }
 }
@@ -121,6 +132,26 @@ impl Storm {
         *self.counters.delay.lock().unwrap() = delay.map(|(n, d)| (n.to_string(), d));
     }
 
+    /// Refuses every streaming list from now on, as an API server without them does.
+    pub fn refuse_streaming_lists(&self) {
+        self.counters.no_streaming.store(true, Ordering::SeqCst);
+    }
+
+    /// (streaming lists refused, page requests seen) so far whose path contains `needle`.
+    pub fn lists(&self, needle: &str) -> (usize, usize) {
+        let count = |l: &std::sync::Mutex<Vec<String>>| {
+            l.lock()
+                .unwrap()
+                .iter()
+                .filter(|p| p.contains(needle))
+                .count()
+        };
+        (
+            count(&self.counters.refused_streaming),
+            count(&self.counters.paged),
+        )
+    }
+
     /// How many POSTs were delayed so far.
     pub fn posts_delayed(&self) -> u64 {
         self.counters.delayed.load(Ordering::SeqCst)
@@ -169,7 +200,20 @@ fn refusal(n: u64) -> Response {
 async fn relay(State(up): State<Upstream>, req: Request) -> Response {
     let uri = req.uri().to_string();
     let held = |h: &Option<String>| h.as_ref().is_some_and(|n| uri.contains(n.as_str()));
-    if req.method() == Method::GET && !uri.contains("watch=") && held(&up.counters.hold.borrow()) {
+    let streaming = uri.contains("sendInitialEvents=true");
+    let list = req.method() == Method::GET && (!uri.contains("watch=") || streaming);
+    if streaming && up.counters.no_streaming.load(Ordering::SeqCst) {
+        let path = req.uri().path().to_string();
+        up.counters.refused_streaming.lock().unwrap().push(path);
+        return invalid(
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        );
+    }
+    if list && !streaming && uri.contains("limit=") {
+        let path = req.uri().path().to_string();
+        up.counters.paged.lock().unwrap().push(path);
+    }
+    if list && held(&up.counters.hold.borrow()) {
         up.counters.held.fetch_add(1, Ordering::SeqCst);
         let mut hold = up.counters.hold.subscribe();
         let _ = hold.wait_for(|h| !held(h)).await;
@@ -214,6 +258,20 @@ async fn relay(State(up): State<Upstream>, req: Request) -> Response {
         Ok(resp) => resp.map(Body::new),
         Err(e) => bad_gateway(&e.to_string()),
     }
+}
+
+/// A 422 Invalid Status body, as the API server answers a request it validates and refuses.
+fn invalid(message: &str) -> Response {
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: {message}"),
+        "reason": "Invalid", "code": 422
+    });
+    Response::builder()
+        .status(StatusCode::UNPROCESSABLE_ENTITY)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
 }
 
 fn bad_gateway(why: &str) -> Response {
