@@ -212,6 +212,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         reviewer,
         shard: elections.shard.clone(),
         install_crds: args.install_crds,
+        labelled: Default::default(),
     };
     let manager = Arc::new(
         Manager::new(

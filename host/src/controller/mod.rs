@@ -4,7 +4,7 @@
 //! namespace).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -73,7 +73,16 @@ pub struct ControllerDeps {
     /// Install the CRD a version declares for its primary kind when it is not served
     /// (`--install-crds`).
     pub install_crds: bool,
+    /// The owned kinds whose objects made before were labelled with their controller in
+    /// this process (unsharded): once each.
+    pub labelled: Arc<Labelling>,
 }
+
+/// The owned kinds (with their primary kind) this process has labelled the unlabelled
+/// objects of ([`crate::shards::migrate`]), so that a hot swap or a second plugin does not
+/// list them again.
+#[derive(Default)]
+pub struct Labelling(tokio::sync::Mutex<std::collections::HashSet<String>>);
 
 /// The registry runs its plugins' controllers through this (its seam, [`Runner`]).
 impl Runner for ControllerDeps {
@@ -615,6 +624,20 @@ pub async fn run_controller(
         });
     }
 
+    // Without sharding, owned objects made before the host labelled them are labelled
+    // before the first decision (sharded, the sharder does it before assigning).
+    let labelled: Vec<_> = match deps.shard {
+        Some(_) => Vec::new(),
+        None => info
+            .relations
+            .iter()
+            .zip(&related)
+            .filter(|(_, c)| c.relation.selection == Selection::Owned)
+            .map(|(declared, c)| {
+                label_before_deciding(&deps, &info.primary, declared.kind.clone(), c.store.clone())
+            })
+            .collect(),
+    };
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
     let writer = match deps.principals.client_for(&info.name) {
         Ok(c) => c,
@@ -651,16 +674,21 @@ pub async fn run_controller(
         let primary_store = primary_store.clone();
         let name = info.name.clone();
         async move {
-            wait_ready(&primary_store).await;
-            for l in listed {
-                l.await;
-            }
-            tracing::info!(plugin = %name, "caches synced");
+            let lists = async {
+                wait_ready(&primary_store).await;
+                for l in listed {
+                    l.await;
+                }
+                tracing::info!(plugin = %name, "caches synced");
+                // Ready without the labelling: a standby cannot write, and must not hold
+                // up a rollout waiting for it.
+                synced.set(true);
+            };
+            futures::future::join(lists, futures::future::join_all(labelled)).await;
             let _ = synced_tx.send(true);
-            synced.set(true);
         }
     };
-    tokio::spawn(readiness);
+    let readiness = tokio::spawn(readiness);
 
     let plugin_name = info.name.clone();
     controller
@@ -679,8 +707,98 @@ pub async fn run_controller(
             futures::future::ready(())
         })
         .await;
+    readiness.abort();
     drop(subscriptions);
     tracing::info!(plugin = %info.name, "controller stopped");
+}
+
+/// Labels the objects of the owned `kind` that a `primary` controls and that carry no
+/// controller label yet (made by a host that did not label), once per process, then waits
+/// until `store` (the owned cache, which selects on that label) shows each of them. Tries
+/// again until it succeeds: a standby's writes are fenced off until it leads.
+fn label_before_deciding(
+    deps: &ControllerDeps,
+    primary: &crate::runtime::KindRef,
+    kind: crate::runtime::KindRef,
+    store: reflector::Store<DynamicObject>,
+) -> BoxFuture<'static, ()> {
+    let (client, labelling) = (deps.client.clone(), deps.labelled.clone());
+    let (ns, primary) = (deps.namespace.clone(), primary.clone());
+    Box::pin(async move {
+        let key = format!(
+            "{}/{} of {}",
+            kind.api_version(),
+            kind.kind,
+            primary.api_version()
+        );
+        let key = format!("{key}/{}", primary.kind);
+        let mut done = labelling.0.lock().await;
+        if done.contains(&key) {
+            return;
+        }
+        let mut pause = Duration::from_millis(500);
+        let found = loop {
+            let labelling = crate::shards::migrate::label_controlled(
+                (&client, &client),
+                &kind,
+                &primary,
+                ns.as_deref(),
+                crate::shards::scope::CONTROLLER_LABEL,
+            );
+            match labelling.await {
+                Ok(found) => break found,
+                Err(e) if crate::k8s::fence::is_fenced_off(&e) => {
+                    tracing::debug!(kind = %kind.kind, "standby: the leader labels what was made before");
+                }
+                Err(e) => {
+                    tracing::warn!(kind = %kind.kind, error = %e, retry_in = ?pause,
+                        "cannot label the owned objects made before the host labelled them; not deciding yet");
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(30));
+        };
+        done.insert(key);
+        drop(done);
+        if found.objects.is_empty() {
+            return;
+        }
+        tracing::info!(kind = %kind.kind, objects = found.objects.len(), owners = found.owners.len(),
+            "owned objects made before labelled with their controller");
+        let mut waiting = found.objects;
+        let mut checked = Instant::now();
+        while !waiting.is_empty() {
+            waiting.retain(|(ns, name, uid)| {
+                let mut key = ObjectRef::new_with(name, api_resource(&kind));
+                if let Some(ns) = ns {
+                    key = key.within(ns);
+                }
+                store
+                    .get(&key)
+                    .is_none_or(|o| o.metadata.uid.as_deref() != Some(uid))
+            });
+            if waiting.is_empty() {
+                break;
+            }
+            // One deleted since is never seen: asked for now and then.
+            if checked.elapsed() >= Duration::from_secs(2) {
+                checked = Instant::now();
+                let mut still = Vec::new();
+                for (ns, name, uid) in waiting {
+                    let api = api_for(&client, &kind, ns.as_deref());
+                    match api.get_metadata_opt(&name).await {
+                        Ok(Some(m)) if m.metadata.uid.as_deref() == Some(uid.as_str()) => {
+                            still.push((ns, name, uid));
+                        }
+                        Ok(_) => {}
+                        Err(_) => still.push((ns, name, uid)),
+                    }
+                }
+                waiting = still;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
 }
 
 #[cfg(test)]

@@ -125,9 +125,11 @@ pub fn plugin_rules(info: &PluginInfo) -> Vec<Rule> {
 }
 
 /// What the host's own ServiceAccount needs to run the plugin: list and watch its primary
-/// kind and every related kind; with `sharding`, patch the primaries and the objects of
-/// owned kinds too (the shard labels: the assignment, the drain and its acknowledgement,
-/// owned objects following their owner to its new shard).
+/// kind and every related kind, and patch the objects of owned kinds (it labels owned
+/// objects made before it labelled what it makes with their controller,
+/// [`crate::shards::migrate`]); with `sharding`, patch the primaries too (the shard labels:
+/// the assignment, the drain and its acknowledgement, owned objects following their owner
+/// to its new shard).
 pub fn host_rules(info: &PluginInfo, sharding: bool) -> Vec<Rule> {
     let mut rules = Vec::new();
     let watch: &[&'static str] = &["list", "watch"];
@@ -137,7 +139,7 @@ pub fn host_rules(info: &PluginInfo, sharding: bool) -> Vec<Rule> {
         Rule::new(&info.primary, None, if sharding { label } else { watch }),
     );
     for r in &info.relations {
-        let owned = sharding && r.selection == crate::runtime::Selection::Owned;
+        let owned = r.selection == crate::runtime::Selection::Owned;
         add(
             &mut rules,
             Rule::new(&r.kind, None, if owned { label } else { watch }),
@@ -205,10 +207,11 @@ mod tests {
             shown(&host_rules(&i, false)),
             [
                 "app.example.com podreplicas [list,watch]",
-                "\"\" pods [list,watch]"
-            ]
+                "\"\" pods [list,patch,watch]"
+            ],
+            "the host labels owned pods made before it labelled them"
         );
-        // Sharded, the host labels the primaries and the owned pods.
+        // Sharded, the host labels the primaries too.
         assert_eq!(
             shown(&host_rules(&i, true)),
             [

@@ -371,15 +371,13 @@ async fn reconcile_with(
         Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
     };
     record_verdict(None);
-    if let Some(shard) = &ctx.shard {
-        let owned: Vec<_> = ctx
-            .related
-            .iter()
-            .filter(|c| c.relation.selection == crate::runtime::Selection::Owned)
-            .map(|c| c.relation.kind.clone())
-            .collect();
-        crate::shards::scope::label_steps(&mut steps, shard, &pref.uid, &owned);
-    }
+    let owned: Vec<_> = ctx
+        .related
+        .iter()
+        .filter(|c| c.relation.selection == crate::runtime::Selection::Owned)
+        .map(|c| c.relation.kind.clone())
+        .collect();
+    crate::shards::scope::label_steps(&mut steps, ctx.shard.as_deref(), &pref.uid, &owned);
     let verdict = match execute_plan(ctx, plugin, (obj, &pref), &steps, &plan, asked).await {
         Err(Failure::Kube(kube::Error::Api(s))) if s.code == 403 => {
             Err(Violation::new("api-server", s.message))

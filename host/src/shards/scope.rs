@@ -1,11 +1,16 @@
-//! What one shard watches and how it marks what it writes. A shard's primary cache holds
-//! the objects labelled for it ([`SHARD_LABEL`]); the caches of `owned` relations hold the
-//! owned objects labelled for it too, so a replica caches only its share. The host labels
-//! every object a plan creates or applies of an owned kind with its shard and with the
-//! controlling primary's UID ([`CONTROLLER_LABEL`]): that is how owned objects follow
-//! their owner when it moves (the new shard finds them by that label and relabels them).
-//! Namespace-wide relations are not narrowed: a plugin such as ChaosPod sees every pod of
-//! its namespace whatever shard made it.
+//! What a replica watches and how it marks what it writes. The host labels every object a
+//! plan creates or applies of an owned kind with the controlling primary's UID
+//! ([`CONTROLLER_LABEL`]), and the caches of `owned` relations hold only objects with that
+//! label: a host beside thousands of unrelated objects of an owned kind (pods) neither lists
+//! nor watches them. Objects made before (by a host that did not label) are labelled once
+//! when the controller starts ([`crate::shards::migrate`]).
+//!
+//! Sharded, a shard's primary cache holds the objects labelled for it ([`SHARD_LABEL`]);
+//! the caches of `owned` relations hold the owned objects labelled for it too, so a replica
+//! caches only its share, and what a plan makes carries the shard's label beside the
+//! controller's: that is how owned objects follow their owner when it moves (the new shard
+//! finds them by the controller label and relabels them). Namespace-wide relations are not
+//! narrowed: a plugin such as ChaosPod sees every pod of its namespace whatever made it.
 
 use serde_json::{Value, json};
 
@@ -14,7 +19,7 @@ use crate::runtime::{KindRef, Relation, Selection};
 use crate::shards::assign::SHARD_LABEL;
 
 /// The label naming the UID of the primary that controls an owned object (set by the host
-/// on what a plan creates or applies of an owned kind, when sharding is on).
+/// on what a plan creates or applies of an owned kind; its owned caches select on it).
 pub const CONTROLLER_LABEL: &str = "shard.wasmop.dev/controller";
 
 /// The annotation the sharder leaves on an object it moved from another shard (value: that
@@ -31,12 +36,16 @@ pub fn controller_selector(uid: &str) -> String {
     format!("{CONTROLLER_LABEL}={uid}")
 }
 
-/// `relation` as `shard`'s cache watches it: an owned relation narrowed to the shard's
-/// label (with the relation's own selector, if any); anything else as it is.
+/// `relation` as this replica's cache watches it: an owned relation narrowed to the objects
+/// labelled with their controller, or sharded to `shard`'s label (either beside the
+/// relation's own selector, if any); anything else as it is.
 pub fn relation_for(relation: &Relation, shard: Option<&str>) -> Relation {
     let mut r = relation.clone();
-    if let (Some(shard), Selection::Owned) = (shard, relation.selection) {
-        let own = shard_selector(shard);
+    if relation.selection == Selection::Owned {
+        let own = match shard {
+            Some(shard) => shard_selector(shard),
+            None => CONTROLLER_LABEL.to_string(),
+        };
         r.label_selector = Some(match &relation.label_selector {
             Some(s) if !s.trim().is_empty() => format!("{s},{own}"),
             _ => own,
@@ -45,9 +54,9 @@ pub fn relation_for(relation: &Relation, shard: Option<&str>) -> Relation {
     r
 }
 
-/// Labels every object `steps` create or apply of an `owned` kind with `shard` and the
-/// controlling primary's `primary_uid`.
-pub fn label_steps(steps: &mut [Step], shard: &str, primary_uid: &str, owned: &[KindRef]) {
+/// Labels every object `steps` create or apply of an `owned` kind with the controlling
+/// primary's `primary_uid` and, sharded, with `shard`.
+pub fn label_steps(steps: &mut [Step], shard: Option<&str>, primary_uid: &str, owned: &[KindRef]) {
     for step in steps {
         let (Step::Create { kind, object } | Step::Apply { kind, object }) = step else {
             continue;
@@ -62,7 +71,9 @@ pub fn label_steps(steps: &mut [Step], shard: &str, primary_uid: &str, owned: &[
         if !labels.is_object() {
             *labels = json!({});
         }
-        labels[SHARD_LABEL] = json!(shard);
+        if let Some(shard) = shard {
+            labels[SHARD_LABEL] = json!(shard);
+        }
         labels[CONTROLLER_LABEL] = json!(primary_uid);
     }
 }
@@ -87,7 +98,7 @@ mod tests {
     }
 
     #[test]
-    fn only_owned_relations_are_narrowed_to_the_shard() {
+    fn only_owned_relations_are_narrowed_to_the_controller_label_or_the_shard() {
         let owned = relation(Selection::Owned, None);
         assert_eq!(
             relation_for(&owned, Some("a")).label_selector.as_deref(),
@@ -100,7 +111,15 @@ mod tests {
         );
         let ns = relation(Selection::Namespace, Some("app=x"));
         assert_eq!(relation_for(&ns, Some("a")), ns);
-        assert_eq!(relation_for(&owned, None), owned);
+        assert_eq!(relation_for(&ns, None), ns);
+        assert_eq!(
+            relation_for(&owned, None).label_selector.as_deref(),
+            Some("shard.wasmop.dev/controller")
+        );
+        assert_eq!(
+            relation_for(&selected, None).label_selector.as_deref(),
+            Some("app=x,shard.wasmop.dev/controller")
+        );
     }
 
     #[test]
@@ -134,7 +153,8 @@ mod tests {
                 },
             },
         ];
-        label_steps(&mut steps, "a", "uid-1", &[pods()]);
+        let mut plain = steps.clone();
+        label_steps(&mut steps, Some("a"), "uid-1", &[pods()]);
         let labels = |i: usize| match &steps[i] {
             Step::Create { object, .. } | Step::Apply { object, .. } => {
                 object["metadata"]["labels"].clone()
@@ -150,5 +170,14 @@ mod tests {
             json!({SHARD_LABEL: "a", CONTROLLER_LABEL: "uid-1"})
         );
         assert_eq!(labels(2), Value::Null, "not an owned kind");
+        label_steps(&mut plain, None, "uid-1", &[pods()]);
+        let Step::Create { object, .. } = &plain[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            object["metadata"]["labels"],
+            json!({"app": "x", CONTROLLER_LABEL: "uid-1"}),
+            "unsharded: the controller's label only"
+        );
     }
 }

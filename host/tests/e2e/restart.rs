@@ -1,8 +1,13 @@
 //! End to end, at size: 150 PodReplicas recover when the API server restarts mid-scale, and
-//! when the host is killed with SIGKILL mid-scale and started again; a watch of every pod
-//! for the whole test sees no PodReplica get a pod while it had the size in force.
+//! when the host is killed with SIGKILL mid-scale and started again, its pods stripped of the
+//! controller label meanwhile (as made by a host that did not label them); a watch of every
+//! pod for the whole test sees no PodReplica get a pod while it had the size in force.
 
 use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use crate::support::fleet::{Phase, Sampler, all_converged_at, apply_replicas};
 use crate::support::*;
@@ -37,12 +42,58 @@ async fn recovers_from_apiserver_restart_and_host_sigkill() {
     apply_replicas(&client, N, 4).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     host.kill();
+    // The host's owned cache selects on the controller label: pods without it (made by a
+    // host that did not label) are labelled before the first decision, never made again.
+    let stripped = strip_controller_labels(&client).await;
     let mut host = Host::start(&cluster, &["podreplica.wasm"], &[], &[]);
     all_converged_at(&client, &uids, 4, "x 4 after the host's SIGKILL").await;
+    let said = format!(
+        "owned objects made before labelled with their controller kind=Pod objects={stripped} "
+    );
+    assert!(
+        host.log_text().contains(&said),
+        "the host labels the {stripped} pods stripped of their label"
+    );
+    let pods = Api::<Pod>::default_namespaced(client.clone());
+    let unlabelled = pods
+        .list_metadata(&ListParams::default().labels(&format!("!{CONTROLLER}")))
+        .await
+        .unwrap();
+    assert!(unlabelled.items.is_empty(), "every pod labelled again");
     tokio::time::sleep(Duration::from_secs(2)).await;
     println!("150 PodReplicas converged to 4 pods across a SIGKILL of the host");
     // Every pod made was watched: 150 x 4 creations at least (each a few events).
     sampler.held(&uids, 4, 4 * N).await;
     assert_eq!(host.http_get("/healthz").unwrap().0, 200);
     host.terminate(Duration::from_secs(15));
+}
+
+/// The label the host puts on what it makes of an owned kind.
+const CONTROLLER: &str = "shard.wasmop.dev/controller";
+
+/// Removes the controller label from every pod (all PodReplicas'); returns how many.
+async fn strip_controller_labels(client: &kube::Client) -> usize {
+    let pods = Api::<Pod>::default_namespaced(client.clone());
+    let labelled = pods
+        .list_metadata(&ListParams::default().labels(CONTROLLER))
+        .await
+        .expect("list the labelled pods");
+    let names: Vec<String> = labelled
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert!(names.len() >= 3 * N, "{} labelled pods", names.len());
+    let strip = serde_json::json!({"metadata": {"labels": {CONTROLLER: null}}});
+    let (params, strip) = (PatchParams::default(), Patch::Merge(&strip));
+    let patched: Vec<_> = futures::stream::iter(&names)
+        .map(|name| pods.patch_metadata(name, &params, &strip))
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(
+        patched.iter().all(Result::is_ok),
+        "every pod stripped of its label"
+    );
+    names.len()
 }
