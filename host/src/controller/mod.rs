@@ -82,7 +82,11 @@ pub struct ControllerDeps {
 /// objects of ([`crate::shards::migrate`]), so that a hot swap or a second plugin does not
 /// list them again.
 #[derive(Default)]
-pub struct Labelling(tokio::sync::Mutex<std::collections::HashSet<String>>);
+pub struct Labelling(
+    tokio::sync::Mutex<
+        std::collections::HashSet<(crate::runtime::KindRef, crate::runtime::KindRef)>,
+    >,
+);
 
 /// The registry runs its plugins' controllers through this (its seam, [`Runner`]).
 impl Runner for ControllerDeps {
@@ -725,13 +729,7 @@ fn label_before_deciding(
     let (client, labelling) = (deps.client.clone(), deps.labelled.clone());
     let (ns, primary) = (deps.namespace.clone(), primary.clone());
     Box::pin(async move {
-        let key = format!(
-            "{}/{} of {}",
-            kind.api_version(),
-            kind.kind,
-            primary.api_version()
-        );
-        let key = format!("{key}/{}", primary.kind);
+        let key = (kind.clone(), primary.clone());
         let mut done = labelling.0.lock().await;
         if done.contains(&key) {
             return;
@@ -739,7 +737,7 @@ fn label_before_deciding(
         let mut pause = Duration::from_millis(500);
         let found = loop {
             let labelling = crate::shards::migrate::label_controlled(
-                (&client, &client),
+                &client,
                 &kind,
                 &primary,
                 ns.as_deref(),

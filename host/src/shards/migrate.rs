@@ -63,10 +63,10 @@ struct Meta {
 
 /// Finds the objects of `kind` (in `namespace`, or all) without the label `missing` whose
 /// controller is a `primary`, and labels each with its controller's UID where it does not
-/// carry it yet: reads through `reader`, writes through `writer`. One list of the metadata
+/// carry it yet (writes through `client`: fenced, only the leader labels). One list of the metadata
 /// of every object of the kind that lacks the label.
 pub async fn label_controlled(
-    (reader, writer): (&kube::Client, &kube::Client),
+    client: &kube::Client,
     kind: &KindRef,
     primary: &KindRef,
     namespace: Option<&str>,
@@ -86,7 +86,7 @@ pub async fn label_controlled(
         .list_metadata(&unlabelled)
         .map_err(kube::Error::BuildRequest)?;
     let started = std::time::Instant::now();
-    let listed: Unlabelled = reader.request(request).await?;
+    let listed: Unlabelled = client.request(request).await?;
     let listed = listed.items.unwrap_or_default();
     tracing::debug!(kind = %kind.kind, objects = listed.len(), took = ?started.elapsed(),
         "listed the objects without the label");
@@ -104,7 +104,7 @@ pub async fn label_controlled(
         }
         let name = m.name.clone();
         let patch = json!({"metadata": {"labels": {CONTROLLER_LABEL: owner.uid}}});
-        match api_of(writer, &ar, m.namespace.as_deref())
+        match api_of(client, &ar, m.namespace.as_deref())
             .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
@@ -134,7 +134,7 @@ pub async fn label_unsharded(
         .filter(|r| r.selection == Selection::Owned)
     {
         let found = label_controlled(
-            (client, client),
+            client,
             &relation.kind,
             &info.primary,
             namespace,
