@@ -718,8 +718,9 @@ pub async fn run_controller(
 
 /// Labels the objects of the owned `kind` that a `primary` controls and that carry no
 /// controller label yet (made by a host that did not label), once per process, then waits
-/// until `store` (the owned cache, which selects on that label) shows each of them. Tries
-/// again until it succeeds: a standby's writes are fenced off until it leads.
+/// until `store` (the owned cache, which selects on that label) shows each of them, holding
+/// the memo meanwhile. Tries again until it succeeds: a standby's writes are fenced off
+/// until it leads.
 fn label_before_deciding(
     deps: &ControllerDeps,
     primary: &crate::runtime::KindRef,
@@ -756,9 +757,8 @@ fn label_before_deciding(
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(30));
         };
-        done.insert(key);
-        drop(done);
         if found.objects.is_empty() {
+            done.insert(key);
             return;
         }
         tracing::info!(kind = %kind.kind, objects = found.objects.len(), owners = found.owners.len(),
@@ -796,6 +796,9 @@ fn label_before_deciding(
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // Only now: a controller of the same kinds starting meanwhile (a swap) waits here
+        // rather than deciding before the cache shows what was labelled.
+        done.insert(key);
     })
 }
 
