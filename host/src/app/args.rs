@@ -98,7 +98,9 @@ pub struct RunArgs {
     /// does not decide it again until the last of them is at rest (Ready, finished or
     /// gone), or none of them made a step for this long (0: every change decides at once).
     /// Each step re-arms the wait, so a slow cluster keeps it however long the whole way
-    /// takes; a pod stuck on its way shows in the status this long after the last step.
+    /// takes; a pod stuck on its way shows in the status this long after the last step. A
+    /// pod that waits its turn (not yet scheduled or started, no condition False) is held
+    /// while other pods make steps, up to ten times this.
     /// Any other change decides at once. Lower it for a status that shows a stuck pod
     /// sooner.
     #[arg(long, env = "WASMOP_PROGRESS_HOLD_MS", default_value_t = 30000)]

@@ -336,6 +336,9 @@ impl Holding {
             Change::Progress => false,
         };
         tracing::debug!(primary = key, ?change, news, "a related change");
+        if !news {
+            self.holds.stepped(std::time::Instant::now());
+        }
         if news {
             self.holds.owe(key);
             return false;
@@ -357,12 +360,15 @@ impl Holding {
                     p.clone(),
                 );
                 let (limit, expired) = (holds.limit(), self.expired.clone());
+                let turn = self.turn();
+                let uid = uid.to_string();
                 // One timer per hold: it sleeps until the limit after the last step.
                 tokio::spawn(async move {
                     let mut wait = limit;
                     loop {
                         tokio::time::sleep(wait).await;
-                        match holds.expire(&key, hold, std::time::Instant::now()) {
+                        let waiting = turn(&uid);
+                        match holds.expire(&key, hold, std::time::Instant::now(), waiting) {
                             Expiry::Later(more) => wait = more,
                             Expiry::Gone => return,
                             Expiry::Ran => {
@@ -380,6 +386,22 @@ impl Holding {
                 });
                 true
             }
+        }
+    }
+
+    /// Whether an object of this relation that a primary (by uid) controls waits its turn
+    /// ([`progress::waiting_turn`]), for a hold's timer.
+    fn turn(&self) -> impl Fn(&str) -> bool + Send + 'static {
+        let (expectations, kind) = (self.expectations.clone(), self.kind.clone());
+        let (owners, store, resource) =
+            (self.owners.clone(), self.store.clone(), self.resource.clone());
+        move |uid| {
+            progress::waiting_turn(
+                &expectations,
+                (&kind.group, &kind.kind),
+                (&owners, &store, &resource),
+                uid,
+            )
         }
     }
 

@@ -12,8 +12,12 @@
 //! step of any object the primary controls re-arms it, and it runs out only when none of
 //! them moved for [`Holds`]' limit (a pod that never gets ready hides its siblings'
 //! progress at most that long after the last step; an API server or node that is merely
-//! slow keeps the hold, however long the whole way takes). A decision that starts for any
-//! other reason answers what was held.
+//! slow keeps the hold, however long the whole way takes). An object that waits its turn
+//! ([`waits_its_turn`]: on its way, no condition saying anything went wrong, like a pod in
+//! the scheduler's queue behind thousands of others) makes no step of its own until its
+//! turn comes: while it waits, a step of any other object re-arms its primary's hold too, up
+//! to [`TURN_LIMITS`] times the limit. A decision that starts for any other reason answers
+//! what was held.
 //!
 //! Anything else is news and queues the primary at once: an object that appears without
 //! the host having created it, a change of labels or owners, an object that starts
@@ -53,17 +57,43 @@ struct Condition {
     status: Option<String>,
 }
 
+/// The status of a cached (packed) object, as far as the relation keeps it.
+fn status_of(o: &DynamicObject) -> Option<Status> {
+    guest_json(o)
+        .and_then(|text| serde_json::from_str::<View>(text).ok())
+        .and_then(|v| v.status)
+}
+
 /// Whether a cached (packed) object is still starting or stopping (see the module docs).
 pub fn in_progress(o: &DynamicObject) -> bool {
     if o.metadata.deletion_timestamp.is_some() {
         return true;
     }
-    let Some(status) = guest_json(o)
-        .and_then(|text| serde_json::from_str::<View>(text).ok())
-        .and_then(|v| v.status)
-    else {
+    let Some(status) = status_of(o) else {
         return false;
     };
+    on_its_way(&status)
+}
+
+/// Whether a cached (packed) object is on its way and waits its turn: starting (not
+/// terminating), and no condition of it is `False` (none of the controllers that act on
+/// it said anything went wrong: a pod not yet scheduled, or scheduled and not yet started
+/// by its node). See [`Holds`] for what that changes.
+pub fn waits_its_turn(o: &DynamicObject) -> bool {
+    if o.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    status_of(o).is_some_and(|status| {
+        on_its_way(&status)
+            && !status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.status.as_deref() == Some("False"))
+    })
+}
+
+fn on_its_way(status: &Status) -> bool {
     let phase = status.phase.as_deref();
     if matches!(phase, Some("Succeeded" | "Failed")) {
         return false;
@@ -79,31 +109,50 @@ pub fn in_progress(o: &DynamicObject) -> bool {
     }
 }
 
+/// One owned relation's cache: its owner index, its store and its resource.
+pub type OwnedCache<'a> = (
+    &'a crate::cache::owners::OwnerIndex,
+    &'a kube::runtime::reflector::Store<DynamicObject>,
+    &'a kube::api::ApiResource,
+);
+
 /// Whether objects of one owned relation (`kind`, cached in `store`, indexed by `owners`)
 /// that the primary `owner_uid` controls are still on their way: one in progress as cached
 /// now, or written by its plan and not yet in the cache (a create not seen yet).
 pub fn on_the_way(
     expectations: &crate::expect::Expectations,
     kind: (&str, &str),
-    cache: (
-        &crate::cache::owners::OwnerIndex,
-        &kube::runtime::reflector::Store<DynamicObject>,
-        &kube::api::ApiResource,
-    ),
+    cache: OwnedCache<'_>,
     owner_uid: &str,
 ) -> bool {
-    let (owners, store, resource) = cache;
     expectations.awaits_kind(owner_uid, kind.0, kind.1)
-        || owners
-            .controlled_by(owner_uid)
-            .into_iter()
-            .any(|(ns, name)| {
-                let mut r = kube::runtime::reflector::ObjectRef::new_with(&name, resource.clone());
-                if let Some(ns) = ns {
-                    r = r.within(&ns);
-                }
-                store.get(&r).is_some_and(|o| in_progress(&o))
-            })
+        || any_controlled(cache, owner_uid, in_progress)
+}
+
+/// Whether one of the objects of that relation that `owner_uid` controls waits its turn
+/// ([`waits_its_turn`]), or is written and not yet in the cache.
+pub fn waiting_turn(
+    expectations: &crate::expect::Expectations,
+    kind: (&str, &str),
+    cache: OwnedCache<'_>,
+    owner_uid: &str,
+) -> bool {
+    expectations.awaits_kind(owner_uid, kind.0, kind.1)
+        || any_controlled(cache, owner_uid, waits_its_turn)
+}
+
+fn any_controlled(cache: OwnedCache<'_>, owner_uid: &str, test: fn(&DynamicObject) -> bool) -> bool {
+    let (owners, store, resource) = cache;
+    owners
+        .controlled_by(owner_uid)
+        .into_iter()
+        .any(|(ns, name)| {
+            let mut r = kube::runtime::reflector::ObjectRef::new_with(&name, resource.clone());
+            if let Some(ns) = ns {
+                r = r.within(&ns);
+            }
+            store.get(&r).is_some_and(|o| test(&o))
+        })
 }
 
 /// What one watch event of an owned object is to the primaries that control it.
@@ -175,7 +224,11 @@ pub struct Holds {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Entry {
-    Held { hold: u64, last: Instant },
+    Held {
+        hold: u64,
+        last: Instant,
+        since: Instant,
+    },
     Owed,
 }
 
@@ -183,7 +236,13 @@ enum Entry {
 struct State {
     primaries: HashMap<String, Entry>,
     next: u64,
+    /// The last step of any object the controller's primaries control.
+    last_step: Option<Instant>,
 }
+
+/// How many times its limit a hold lasts at most while an object of its primary waits its
+/// turn and the others keep moving ([`Holds::expire`]).
+pub const TURN_LIMITS: u32 = 10;
 
 /// What the timer of a hold finds ([`Holds::expire`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,6 +291,7 @@ impl Holds {
             return Hold::Refused;
         }
         let mut s = self.lock();
+        s.last_step = s.last_step.max(Some(now));
         match s.primaries.get_mut(key) {
             Some(Entry::Held { last, .. }) => {
                 *last = (*last).max(now);
@@ -241,11 +301,24 @@ impl Holds {
             None => {
                 s.next += 1;
                 let hold = s.next;
-                s.primaries
-                    .insert(key.to_string(), Entry::Held { hold, last: now });
+                s.primaries.insert(
+                    key.to_string(),
+                    Entry::Held {
+                        hold,
+                        last: now,
+                        since: now,
+                    },
+                );
                 Hold::Started(hold)
             }
         }
+    }
+
+    /// An object of some primary made a step at `now` (also one that ends a hold, or of a
+    /// primary not held): the controllers acting on them are at work.
+    pub fn stepped(&self, now: Instant) {
+        let mut s = self.lock();
+        s.last_step = s.last_step.max(Some(now));
     }
 
     /// A decision of `key` is owed (news asked for it, or what was held came to rest): it
@@ -269,11 +342,30 @@ impl Holds {
     /// The timer of hold `hold` woke at `now`: [`Expiry::Ran`] ends it (no step for the
     /// whole limit: the caller queues the primary), [`Expiry::Later`] says how much longer
     /// to wait (a step re-armed it), [`Expiry::Gone`] that it is not in force any more.
-    pub fn expire(&self, key: &str, hold: u64, now: Instant) -> Expiry {
+    ///
+    /// `waiting_turn`: an object of the primary waits its turn (not yet scheduled, say, or
+    /// not yet started by its node, with nothing gone wrong): then a step of *any* object
+    /// re-arms the hold too, up to [`TURN_LIMITS`] times the limit from its start. On a
+    /// cluster working through a queue (thousands of pods created at once) an object's own
+    /// next step may come minutes later while the queue moves; a pod stuck (unschedulable,
+    /// its image failing) says so in a condition and holds only for the limit, as does one
+    /// waiting while nothing moves at all.
+    pub fn expire(&self, key: &str, hold: u64, now: Instant, waiting_turn: bool) -> Expiry {
         let mut s = self.lock();
+        let last_step = s.last_step;
         match s.primaries.get(key) {
-            Some(&Entry::Held { hold: h, last }) if h == hold => {
-                let ends = last + self.limit;
+            Some(&Entry::Held {
+                hold: h,
+                last,
+                since,
+            }) if h == hold => {
+                let own = last + self.limit;
+                let ends = match last_step {
+                    Some(any) if waiting_turn => {
+                        own.max((any + self.limit).min(since + self.limit * TURN_LIMITS))
+                    }
+                    _ => own,
+                };
                 if now >= ends {
                     s.primaries.remove(key);
                     Expiry::Ran
@@ -409,15 +501,15 @@ mod tests {
         for i in 1..=6 {
             assert_eq!(h.hold("d/a", t0 + s(4 * i)), Hold::Already);
             assert_eq!(
-                h.expire("d/a", first, t0 + s(4 * i + 1)),
+                h.expire("d/a", first, t0 + s(4 * i + 1), false),
                 Expiry::Later(s(4)),
                 "step {i}: re-armed"
             );
         }
         assert!(h.holds("d/a"));
         // No step for the whole limit after the last one (t0 + 24 s): it runs out.
-        assert_eq!(h.expire("d/a", first, t0 + s(28)), Expiry::Later(s(1)));
-        assert_eq!(h.expire("d/a", first, t0 + s(29)), Expiry::Ran);
+        assert_eq!(h.expire("d/a", first, t0 + s(28), false), Expiry::Later(s(1)));
+        assert_eq!(h.expire("d/a", first, t0 + s(29), false), Expiry::Ran);
         assert!(!h.holds("d/a"));
         // News: the hold ends and none starts until the decision begins.
         let Hold::Started(second) = h.hold("d/a", t0 + s(30)) else {
@@ -426,21 +518,80 @@ mod tests {
         h.owe("d/a");
         assert!(!h.holds("d/a"));
         assert_eq!(h.hold("d/a", t0 + s(31)), Hold::Refused);
-        assert_eq!(h.expire("d/a", second, t0 + s(40)), Expiry::Gone);
+        assert_eq!(h.expire("d/a", second, t0 + s(40), false), Expiry::Gone);
         h.answered("d/a");
         let Hold::Started(third) = h.hold("d/a", t0 + s(41)) else {
             panic!("held again after the decision began")
         };
         assert_eq!(
-            h.expire("d/a", second, t0 + s(50)),
+            h.expire("d/a", second, t0 + s(50), false),
             Expiry::Gone,
             "an old timer does not end a newer hold"
         );
-        assert_eq!(h.expire("d/a", third, t0 + s(50)), Expiry::Ran);
+        assert_eq!(h.expire("d/a", third, t0 + s(50), false), Expiry::Ran);
         assert_eq!(h.len(), 0);
         let off = Holds::new(Duration::ZERO);
         assert_eq!(off.hold("d/a", t0), Hold::Refused, "off");
         off.owe("d/a");
         assert_eq!(off.len(), 0, "off: nothing remembered");
+    }
+
+    #[test]
+    fn a_hold_of_objects_waiting_their_turn_lasts_while_others_move() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let h = Holds::new(s(5));
+        let Hold::Started(a) = h.hold("d/a", t0) else {
+            panic!("a new hold")
+        };
+        // Its pod waits in the scheduler's queue (no step of its own) while the others'
+        // pods are scheduled and started, one step a second.
+        for i in 1..=20 {
+            h.stepped(t0 + s(i));
+        }
+        assert_eq!(
+            h.expire("d/a", a, t0 + s(21), true),
+            Expiry::Later(s(4)),
+            "re-armed by the others' steps"
+        );
+        // The same without waiting its turn (a condition said something went wrong): the
+        // limit after its own last step.
+        assert_eq!(h.expire("d/a", a, t0 + s(21), false), Expiry::Ran);
+        let Hold::Started(b) = h.hold("d/b", t0 + s(30)) else {
+            panic!("a new hold")
+        };
+        // Nothing moves any more: the limit after the last step anywhere.
+        assert_eq!(h.expire("d/b", b, t0 + s(35), true), Expiry::Ran);
+        // Others moving without end: at most TURN_LIMITS times the limit from its start.
+        let Hold::Started(c) = h.hold("d/c", t0 + s(40)) else {
+            panic!("a new hold")
+        };
+        let cap = t0 + s(40) + s(5) * TURN_LIMITS;
+        h.stepped(cap - s(1));
+        assert_eq!(h.expire("d/c", c, cap - s(1), true), Expiry::Later(s(1)));
+        h.stepped(cap);
+        assert_eq!(h.expire("d/c", c, cap, true), Expiry::Ran);
+        // Its own steps still re-arm it past that (the whole way may take longer).
+        let Hold::Started(d) = h.hold("d/d", t0 + s(100)) else {
+            panic!("a new hold")
+        };
+        let later = t0 + s(100) + s(5) * TURN_LIMITS + s(10);
+        assert_eq!(h.hold("d/d", later), Hold::Already);
+        assert_eq!(h.expire("d/d", d, later + s(1), true), Expiry::Later(s(4)));
+    }
+
+    #[test]
+    fn an_object_waits_its_turn_while_on_its_way_and_nothing_went_wrong() {
+        // Not yet scheduled; scheduled and not yet started.
+        assert!(waits_its_turn(&pod(json!({"phase": "Pending"}))));
+        assert!(waits_its_turn(&pod(json!({"phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True"}]}))));
+        // Unschedulable, or its containers not ready: a controller said what is wrong.
+        assert!(!waits_its_turn(&pod(json!({"phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False"}]}))));
+        assert!(!waits_its_turn(&pod(ready("False"))));
+        // At rest, or stopping.
+        assert!(!waits_its_turn(&pod(ready("True"))));
+        assert!(!waits_its_turn(&terminating(pod(json!({"phase": "Pending"})))));
     }
 }

@@ -14,6 +14,11 @@
 //!
 //! Then news still decides at once: a pod deleted by someone else is replaced well within
 //! the wait (a held change would wait all of it).
+//!
+//! And pods that wait their turn (the scheduler paused, the test binding 280 pods one at a
+//! time): each PodReplica is decided once its pod runs, however long its pod waited for its
+//! turn while the others moved; pods stuck (a condition False) or left waiting when nothing
+//! moves any more show in the status a wait after their last step.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -356,6 +361,246 @@ async fn a_podreplica_is_decided_when_its_pods_come_to_rest_and_news_decides_at_
     );
 
     sampler.held(&[], 5, 1000).await;
+    for w in watches {
+        w.abort();
+    }
+}
+
+/// The kube-scheduler of a control plane, paused (SIGSTOP) until dropped (SIGCONT).
+struct PausedScheduler(String);
+
+impl PausedScheduler {
+    fn pause(cluster: &Cluster) -> PausedScheduler {
+        let pid = std::fs::read_to_string(cluster.state.join("kube-scheduler.pid"))
+            .expect("the scheduler's pid file");
+        let pid = pid.trim().to_string();
+        let ok = std::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "pausing the scheduler ({pid})");
+        PausedScheduler(pid)
+    }
+}
+
+impl Drop for PausedScheduler {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0])
+            .status();
+    }
+}
+
+/// PodReplicas waiting their turn. The scheduler is paused and the test schedules the pods
+/// itself, one every few tens of milliseconds (a queue the cluster works through, as the
+/// scheduler does beside thousands of pods): on a host with a wait of 4 s, 280 PodReplicas of
+/// size 1, most of whose pods wait far longer than 4 s for their turn, are each decided once
+/// their pod is Running and never with their pod still pending (the other pods' steps keep
+/// them held: checked per PodReplica on its status, and on the count of holds run out). Ten
+/// pods the test marks unschedulable (a condition `False`: something went wrong) show in
+/// their PodReplica's status 4 s after that step, while the others still move; ten it leaves
+/// waiting show 4 s after the last step of any pod, when nothing moves any more. Then the
+/// scheduler resumes and every PodReplica converges; the sampler bounds each at one pod.
+#[tokio::test(flavor = "multi_thread")]
+async fn pods_waiting_their_turn_hold_their_primary_while_other_pods_move() {
+    const BOUND: usize = 280;
+    const STUCK: usize = 10;
+    const LEFT: usize = 10;
+    const ALL: usize = BOUND + STUCK + LEFT;
+    const WAIT: Duration = Duration::from_secs(4);
+    let cluster = Cluster::start_with_node_pods("turn", 200);
+    let client = cluster.client().await;
+    let paused = PausedScheduler::pause(&cluster);
+    let wait_ms = WAIT.as_millis().to_string();
+    let host = Host::start(
+        &cluster,
+        &["podreplica.wasm"],
+        &["--progress-hold-ms", &wait_ms],
+        &[],
+    );
+    wait_for_crd(&client, &podreplica_resource()).await;
+    let phase_name = Phase::default();
+    phase_name.set("waiting their turn");
+    let sampler = Sampler::start(client.clone(), phase_name.clone(), 1);
+    let seen = Arc::new(Mutex::new(Seen {
+        size: 1,
+        ..Seen::default()
+    }));
+    let watches = start_timing(&client, seen.clone());
+    // Every status a PodReplica is given with its pod still pending (live 1, ready 0), and
+    // when the test's watch saw it first.
+    let pending: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let prs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &podreplica_resource());
+    let noted = pending.clone();
+    let pending_task = tokio::spawn(async move {
+        let mut events = watcher(prs, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(Ok(event)) = events.next().await {
+            let at = Instant::now();
+            let watcher::Event::Apply(pr) = event else {
+                continue;
+            };
+            let status = &pr.data["status"];
+            if status["replicas"].as_u64() == Some(1)
+                && status["readyReplicas"].as_u64().unwrap_or(0) == 0
+            {
+                let uid = pr.metadata.uid.clone().unwrap_or_default();
+                noted.lock().unwrap().entry(uid).or_insert(at);
+            }
+        }
+    });
+    let expired_before = holds_expired(&host);
+    // No hold starts before this.
+    let applied = Instant::now();
+    let uids = apply_replicas(&client, ALL, 1).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod_of: HashMap<String, String> = eventually(
+        Duration::from_secs(120),
+        "a pod of every PodReplica, waiting for the paused scheduler",
+        || async {
+            let list = pods.list(&ListParams::default().labels(LABEL)).await.ok()?;
+            let by: HashMap<String, String> = list
+                .items
+                .iter()
+                .filter_map(|p| Some((owner(p)?, p.metadata.name.clone()?)))
+                .collect();
+            (by.len() == ALL).then_some(by)
+        },
+    )
+    .await;
+    let nodes: Vec<String> = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(!nodes.is_empty(), "no node");
+    let created = Instant::now();
+    // Something went wrong for the stuck ones, as the scheduler says it: a condition False.
+    let mut stuck_at = HashMap::new();
+    for uid in &uids[BOUND..BOUND + STUCK] {
+        let status = serde_json::json!({"status": {"conditions": [{"type": "PodScheduled",
+            "status": "False", "reason": "Unschedulable", "message": "the test says so"}]}});
+        pods.patch_status(
+            &pod_of[uid],
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
+        stuck_at.insert(uid.clone(), Instant::now());
+    }
+    // The queue: one pod bound at a time, in the order of their PodReplicas.
+    let mut bound_at = HashMap::new();
+    for (i, uid) in uids[..BOUND].iter().enumerate() {
+        let name = &pod_of[uid];
+        let binding = serde_json::json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": "default"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % nodes.len()]}});
+        pods.create_subresource::<serde_json::Value, serde_json::Value>(
+            "binding",
+            name,
+            &kube::api::PostParams::default(),
+            &binding,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("binding {name}: {e}"));
+        bound_at.insert(uid.clone(), Instant::now());
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    let queued_for = created.elapsed();
+    println!("{BOUND} pods bound one at a time over {queued_for:.1?} (the wait: {WAIT:?})");
+    all_converged_at(&client, &uids[..BOUND], 1, "the bound pods Running").await;
+    // The stuck and the left ones: their status says their pod is pending.
+    let what = "a status of every stuck and left PodReplica saying its pod is pending";
+    eventually(WAIT * 10, what, || {
+        let p = pending.lock().unwrap();
+        std::future::ready(uids[BOUND..].iter().all(|u| p.contains_key(u)).then_some(()))
+    })
+    .await;
+    let last_step = seen.lock().unwrap().last_step.expect("pod steps seen");
+    // A whole wait after the last step, and nothing in flight: every hold that could run
+    // out has.
+    eventually(WAIT * 4, "a whole wait after the last step, nothing in flight", || {
+        std::future::ready(
+            (last_step.elapsed() >= WAIT * 2 && in_flight(&host) == Some(0.0)).then_some(()),
+        )
+    })
+    .await;
+    let expired = holds_expired(&host) - expired_before;
+    let pending = pending.lock().unwrap().clone();
+    // The bound ones: none decided with its pod pending, as long as its pod was bound within
+    // the longest a wait is kept for a pod waiting its turn (ten waits from its hold; on a
+    // machine slow enough to take longer, those later are not judged).
+    let judged: Vec<&String> = uids[..BOUND]
+        .iter()
+        .filter(|u| bound_at[*u].duration_since(applied) < WAIT * 9)
+        .collect();
+    let waited_long = judged
+        .iter()
+        .filter(|u| bound_at[**u].duration_since(created) > WAIT)
+        .count();
+    let early: Vec<usize> = judged
+        .iter()
+        .filter(|u| pending.contains_key(**u))
+        .filter_map(|u| uids.iter().position(|x| x == *u))
+        .collect();
+    let unjudged_pending = uids[..BOUND]
+        .iter()
+        .filter(|u| !judged.contains(u) && pending.contains_key(*u))
+        .count();
+    let stuck_lag: Vec<Duration> = uids[BOUND..BOUND + STUCK]
+        .iter()
+        .map(|u| pending[u].saturating_duration_since(stuck_at[u]))
+        .collect();
+    let left_lag: Vec<(bool, Duration)> = uids[BOUND + STUCK..]
+        .iter()
+        .map(|u| {
+            let at = pending[u];
+            (at >= last_step, at.saturating_duration_since(last_step))
+        })
+        .collect();
+    println!(
+        "{} of {BOUND} bound pods judged ({waited_long} waited longer than a wait); decided with their pod pending: {early:?}; holds run out: {expired}; stuck: status after its condition {stuck_lag:?}; left: status after the last pod step {left_lag:?}",
+        judged.len()
+    );
+    assert!(
+        waited_long >= BOUND / 2,
+        "only {waited_long} pods waited longer than a wait for their turn: the test did not make a queue"
+    );
+    assert!(
+        early.is_empty(),
+        "PodReplicas decided with their pod waiting its turn (pr-N): {early:?}"
+    );
+    // Holds run out: the stuck and the left ones, and any bound too late to be judged.
+    assert_eq!(
+        expired,
+        (STUCK + LEFT + unjudged_pending) as f64,
+        "holds run out"
+    );
+    for lag in &stuck_lag {
+        assert!(
+            // (The host may see the condition a few milliseconds before the test has the
+            // patch's answer.)
+            *lag + Duration::from_millis(500) >= WAIT && *lag < WAIT + Duration::from_secs(20),
+            "a stuck pod's PodReplica decided {lag:?} after its condition (the wait: {WAIT:?})"
+        );
+    }
+    for (after, lag) in &left_lag {
+        assert!(
+            *after && *lag < WAIT + Duration::from_secs(20),
+            "a left pod's PodReplica decided {lag:?} after the last pod step (after it: {after})"
+        );
+    }
+    // The scheduler resumes: every PodReplica converges.
+    drop(paused);
+    all_converged_at(&client, &uids, 1, "every PodReplica Running once scheduled").await;
+    sampler.held(&uids, 1, ALL).await;
+    pending_task.abort();
     for w in watches {
         w.abort();
     }
