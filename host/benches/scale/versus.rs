@@ -360,7 +360,21 @@ impl Running {
 
     /// Its reconciles so far.
     pub fn reconciles(&self) -> u64 {
-        let metric = self.contender.reconcile_metric();
+        self.metric_sum(self.contender.reconcile_metric(), "")
+    }
+
+    /// wasmop: (decisions whose progress hold ran out, watches the host started) so far.
+    fn host_counts(&self) -> Option<(u64, u64)> {
+        self.contender.is_wasmop().then(|| {
+            (
+                self.metric_sum("wasmop_progress_holds_expired_total", ""),
+                self.metric_sum("wasmop_api_requests_total", "verb=\"watch\""),
+            )
+        })
+    }
+
+    /// The samples of `metric` whose labels contain `labels`, summed over its processes.
+    fn metric_sum(&self, metric: &str, labels: &str) -> u64 {
         let mut sum = 0.0;
         for p in &self.processes {
             let Some((_, text)) = http_get(&p.metrics, "/metrics") else {
@@ -369,8 +383,9 @@ impl Running {
             sum += text
                 .lines()
                 .filter(|l| {
-                    l.strip_prefix(metric)
-                        .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                    l.strip_prefix(metric).is_some_and(|rest| {
+                        (rest.starts_with('{') || rest.starts_with(' ')) && rest.contains(labels)
+                    })
                 })
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                 .sum::<f64>();
@@ -420,6 +435,10 @@ pub struct Run {
     pub most_over: usize,
     /// Reconciles over the three phases.
     pub reconciles: u64,
+    /// wasmop over the three phases: decisions whose progress hold ran out (its objects made
+    /// no step for `--progress-hold-ms`), and the watches it started (a relist each, beyond
+    /// those of its start).
+    pub host_counts: Option<(u64, u64)>,
     /// Its writes over the three phases, by `verb resource[/subresource]`.
     pub writes: BTreeMap<String, u64>,
     /// Its CPU seconds over the three phases.
@@ -498,6 +517,7 @@ impl Stage<'_> {
         let from = jiff::Timestamp::now();
         let window = Instant::now();
         let reconciles = op.reconciles();
+        let counts = op.host_counts();
         let cpu = op.cpu_s();
         let control = crate::control::look(&cluster.state);
         let mut bound = 0;
@@ -527,6 +547,10 @@ impl Stage<'_> {
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
         run.reconciles = op.reconciles() - reconciles;
+        run.host_counts = op
+            .host_counts()
+            .zip(counts)
+            .map(|((h, w), (h0, w0))| (h - h0, w - w0));
         run.cpu_s = op.cpu_s() - cpu;
         run.control_cpu_s = crate::control::total(&crate::control::between(
             &control,
@@ -675,7 +699,15 @@ fn count_writes(
             if !WRITES.contains(&verb) {
                 continue;
             }
-            *out.entry(format!("{verb} {resource}")).or_default() += 1;
+            // A write the API server refused (a conflict, say) cost it a request all the
+            // same: counted, apart.
+            let code = e["responseStatus"]["code"].as_u64().unwrap_or(0);
+            let key = if code >= 400 {
+                format!("{verb} {resource} refused {code}")
+            } else {
+                format!("{verb} {resource}")
+            };
+            *out.entry(key).or_default() += 1;
         }
     }
     out
@@ -798,6 +830,16 @@ pub fn print(objects: usize, bystanders: usize, contenders: &[Vec<Run>]) {
         &n0,
     );
     line("reconciles", &|r| r.reconciles as f64, &n0);
+    line(
+        "· holds run out (wasmop: decided with its objects still on their way)",
+        &|r| r.host_counts.map_or(f64::NAN, |(h, _)| h as f64),
+        &n0,
+    );
+    line(
+        "· watches started (wasmop)",
+        &|r| r.host_counts.map_or(f64::NAN, |(_, w)| w as f64),
+        &n0,
+    );
     line("writes", &|r| r.total_writes() as f64, &n0);
     let mut kinds: Vec<String> = named
         .iter()
@@ -878,6 +920,8 @@ pub fn json(bystanders: usize, contenders: &[Vec<Run>]) -> Value {
                     "ready_mib": r.ready_mib,
                     "converge_s": r.converge_s,
                     "reconciles": r.reconciles,
+                    "holds_expired": r.host_counts.map(|(h, _)| h),
+                    "watches_started": r.host_counts.map(|(_, w)| w),
                     "most_over": r.most_over,
                     "writes": r.writes,
                     "cpu_s": r.cpu_s,
