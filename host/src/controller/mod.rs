@@ -393,8 +393,11 @@ impl Holding {
     /// ([`progress::waiting_turn`]), for a hold's timer.
     fn turn(&self) -> impl Fn(&str) -> bool + Send + 'static {
         let (expectations, kind) = (self.expectations.clone(), self.kind.clone());
-        let (owners, store, resource) =
-            (self.owners.clone(), self.store.clone(), self.resource.clone());
+        let (owners, store, resource) = (
+            self.owners.clone(),
+            self.store.clone(),
+            self.resource.clone(),
+        );
         move |uid| {
             progress::waiting_turn(
                 &expectations,

@@ -141,7 +141,11 @@ pub fn waiting_turn(
         || any_controlled(cache, owner_uid, waits_its_turn)
 }
 
-fn any_controlled(cache: OwnedCache<'_>, owner_uid: &str, test: fn(&DynamicObject) -> bool) -> bool {
+fn any_controlled(
+    cache: OwnedCache<'_>,
+    owner_uid: &str,
+    test: fn(&DynamicObject) -> bool,
+) -> bool {
     let (owners, store, resource) = cache;
     owners
         .controlled_by(owner_uid)
@@ -508,7 +512,10 @@ mod tests {
         }
         assert!(h.holds("d/a"));
         // No step for the whole limit after the last one (t0 + 24 s): it runs out.
-        assert_eq!(h.expire("d/a", first, t0 + s(28), false), Expiry::Later(s(1)));
+        assert_eq!(
+            h.expire("d/a", first, t0 + s(28), false),
+            Expiry::Later(s(1))
+        );
         assert_eq!(h.expire("d/a", first, t0 + s(29), false), Expiry::Ran);
         assert!(!h.holds("d/a"));
         // News: the hold ends and none starts until the decision begins.
@@ -592,6 +599,8 @@ mod tests {
         assert!(!waits_its_turn(&pod(ready("False"))));
         // At rest, or stopping.
         assert!(!waits_its_turn(&pod(ready("True"))));
-        assert!(!waits_its_turn(&terminating(pod(json!({"phase": "Pending"})))));
+        assert!(!waits_its_turn(&terminating(pod(
+            json!({"phase": "Pending"})
+        ))));
     }
 }

@@ -519,17 +519,26 @@ async fn pods_waiting_their_turn_hold_their_primary_while_other_pods_move() {
     let what = "a status of every stuck and left PodReplica saying its pod is pending";
     eventually(WAIT * 10, what, || {
         let p = pending.lock().unwrap();
-        std::future::ready(uids[BOUND..].iter().all(|u| p.contains_key(u)).then_some(()))
+        std::future::ready(
+            uids[BOUND..]
+                .iter()
+                .all(|u| p.contains_key(u))
+                .then_some(()),
+        )
     })
     .await;
     let last_step = seen.lock().unwrap().last_step.expect("pod steps seen");
     // A whole wait after the last step, and nothing in flight: every hold that could run
     // out has.
-    eventually(WAIT * 4, "a whole wait after the last step, nothing in flight", || {
-        std::future::ready(
-            (last_step.elapsed() >= WAIT * 2 && in_flight(&host) == Some(0.0)).then_some(()),
-        )
-    })
+    eventually(
+        WAIT * 4,
+        "a whole wait after the last step, nothing in flight",
+        || {
+            std::future::ready(
+                (last_step.elapsed() >= WAIT * 2 && in_flight(&host) == Some(0.0)).then_some(()),
+            )
+        },
+    )
     .await;
     let expired = holds_expired(&host) - expired_before;
     let pending = pending.lock().unwrap().clone();
