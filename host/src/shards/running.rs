@@ -31,6 +31,9 @@ pub struct RingSettings {
     pub settle: Duration,
 }
 
+/// The longest the sharder goes without a pass over every object of a plugin.
+const WHOLE_PASS_EVERY: Duration = Duration::from_secs(60);
+
 async fn wait_or_end(
     every: Duration,
     leading: &mut watch::Receiver<bool>,
@@ -68,6 +71,8 @@ pub async fn run_sharder(
         let mut prune_failed = false;
         // Per plugin, for the term: a watch of its primaries' metadata, read by each pass.
         let mut watches: HashMap<String, KindWatch> = HashMap::new();
+        // Per plugin: the members of its last pass over every object, and when.
+        let mut whole: HashMap<String, (Vec<String>, Instant)> = HashMap::new();
         // Members starting (holding their Lease, announcing nothing yet), and the last set
         // of them said in the log.
         let mut starting = Starting::default();
@@ -113,6 +118,7 @@ pub async fn run_sharder(
             }
             let primaries = manager.primaries().await;
             watches.retain(|plugin, _| primaries.iter().any(|(i, _)| &i.name == plugin));
+            whole.retain(|plugin, _| watches.contains_key(plugin));
             for (info, _) in primaries {
                 let plugin = info.name.clone();
                 if !migrated.contains_key(&plugin) {
@@ -153,7 +159,19 @@ pub async fn run_sharder(
                 }
                 // Only the members that run this plugin: another's objects would wait forever.
                 let members = running(&live, &announced, &plugin);
-                match pass(&client, &ar, &watch.objects(), &members, unsharded).await {
+                // With the same members as the last whole pass (and not too long ago), an
+                // object that did not change since the last pass would get the same move it
+                // got then: only the changed ones are decided (a pass over 30,000 objects
+                // twice a second was most of the leader's work). A pass that failed, a new
+                // member or one gone, a relist, or a minute: every object again.
+                let every = whole
+                    .get(&plugin)
+                    .is_none_or(|(m, at)| m != &members || at.elapsed() >= WHOLE_PASS_EVERY);
+                let (objects, all) = watch.objects(every);
+                if all {
+                    whole.insert(plugin.clone(), (members.clone(), Instant::now()));
+                }
+                match pass(&client, &ar, &objects, &members, unsharded).await {
                     Ok(p) => {
                         let assigned: usize = p.assigned.values().sum();
                         for (step, n) in [("assigned", assigned), ("drain", p.drained)] {
@@ -170,7 +188,11 @@ pub async fn run_sharder(
                                 drained = p.drained, conflicts = p.conflicts, "sharder pass");
                         }
                     }
-                    Err(e) => tracing::warn!(plugin = %plugin, error = %e, "sharder pass failed"),
+                    Err(e) => {
+                        // What it did not write waits for the next pass, over every object.
+                        whole.remove(&plugin);
+                        tracing::warn!(plugin = %plugin, error = %e, "sharder pass failed");
+                    }
                 }
             }
             wait_or_end(settings.every, &mut leading, &mut shutdown).await;

@@ -79,11 +79,46 @@ pub type ObjectMeta = Arc<PartialObjectMeta<DynamicObject>>;
 /// when it lists): what the sharder's passes read, instead of listing every object on every
 /// pass. A pass may read it slightly behind the API server; every write it decides carries
 /// the resourceVersion it read, so a stale decision fails (409) and is made again on the
-/// next pass. The watch stops when this is dropped.
+/// next pass. It also notes which objects changed since the last pass ([`Changes`]), so
+/// that a pass with the ring unchanged decides only those. The watch stops when this is
+/// dropped.
 pub struct KindWatch {
     resource: ApiResource,
     reader: Store<PartialObjectMeta<DynamicObject>>,
+    changes: Arc<std::sync::Mutex<Changes>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// The objects of a [`KindWatch`] that changed (or went) since a pass last took them, and
+/// whether the watch (re)listed since: then any object may have changed unseen.
+#[derive(Debug, Default)]
+pub struct Changes {
+    keys: std::collections::HashSet<(Option<String>, String)>,
+    relisted: bool,
+}
+
+impl Changes {
+    /// An object changed or went.
+    pub fn note(&mut self, m: &kube::core::ObjectMeta) {
+        if let Some(name) = &m.name {
+            self.keys.insert((m.namespace.clone(), name.clone()));
+        }
+    }
+
+    /// The watch starts or ends a list.
+    pub fn relist(&mut self) {
+        self.relisted = true;
+    }
+
+    /// What a pass takes: `None` when it must look at every object (asked to, or a list
+    /// since the last pass), else the objects changed since; either way, nothing is noted
+    /// afterwards.
+    pub fn take(&mut self, every: bool) -> Option<Vec<(Option<String>, String)>> {
+        let all = every || self.relisted;
+        self.relisted = false;
+        let keys = std::mem::take(&mut self.keys);
+        (!all).then(|| keys.into_iter().collect())
+    }
 }
 
 impl KindWatch {
@@ -99,17 +134,29 @@ impl KindWatch {
         };
         let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
         let kind = ar.kind.clone();
+        let changes = Arc::new(std::sync::Mutex::new(Changes::default()));
+        let noted = changes.clone();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
-                if let Err(e) = event {
-                    tracing::debug!(%kind, error = %e, "sharder's watch interrupted; it resumes");
+                // After the store took the event in: a pass that takes the change reads it.
+                let mut changes = noted.lock().unwrap_or_else(|e| e.into_inner());
+                match event {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                        changes.note(&o.metadata);
+                    }
+                    Ok(watcher::Event::Init | watcher::Event::InitDone) => changes.relist(),
+                    Ok(watcher::Event::InitApply(_)) => {}
+                    Err(e) => {
+                        tracing::debug!(%kind, error = %e, "sharder's watch interrupted; it resumes");
+                    }
                 }
             }
         });
         KindWatch {
             resource: ar.clone(),
             reader,
+            changes,
             task,
         }
     }
@@ -127,9 +174,31 @@ impl KindWatch {
         )
     }
 
-    /// Every object as the watch last saw it.
-    pub fn objects(&self) -> Vec<ObjectMeta> {
-        self.reader.state()
+    /// The objects for a pass, as the watch last saw them: every one if `every` or if the
+    /// watch listed since the last pass (the second value then says `true`), else those
+    /// that changed since the last pass and are still there.
+    pub fn objects(&self, every: bool) -> (Vec<ObjectMeta>, bool) {
+        let taken = self
+            .changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(every);
+        match taken {
+            None => (self.reader.state(), true),
+            Some(keys) => {
+                let objects = keys
+                    .into_iter()
+                    .filter_map(|(ns, name)| {
+                        let mut key = reflector::ObjectRef::new_with(&name, self.resource.clone());
+                        if let Some(ns) = ns {
+                            key = key.within(&ns);
+                        }
+                        self.reader.get(&key)
+                    })
+                    .collect();
+                (objects, false)
+            }
+        }
     }
 }
 
@@ -258,4 +327,45 @@ pub async fn acknowledge(
     api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(ns: &str, name: &str) -> kube::core::ObjectMeta {
+        kube::core::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_pass_takes_the_changes_once_and_every_object_after_a_list() {
+        let mut c = Changes::default();
+        // The first pass after the watch listed looks at every object.
+        c.relist();
+        c.note(&meta("d", "a"));
+        assert_eq!(c.take(false), None);
+        // Then only what changed since, each once however often it changed.
+        c.note(&meta("d", "b"));
+        c.note(&meta("d", "b"));
+        c.note(&meta("e", "b"));
+        let mut taken = c.take(false).unwrap();
+        taken.sort();
+        assert_eq!(
+            taken,
+            vec![
+                (Some("d".into()), "b".into()),
+                (Some("e".into()), "b".into())
+            ]
+        );
+        assert_eq!(c.take(false), Some(vec![]), "taken: not again");
+        // Asked for every object (the ring changed, a pass failed): every one, and what
+        // was noted is not taken again after it.
+        c.note(&meta("d", "c"));
+        assert_eq!(c.take(true), None);
+        assert_eq!(c.take(false), Some(vec![]));
+    }
 }
