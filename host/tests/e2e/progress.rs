@@ -599,9 +599,12 @@ async fn pods_waiting_their_turn_hold_their_primary_while_other_pods_move() {
             "a stuck pod's PodReplica decided {lag:?} after its condition (the wait: {WAIT:?})"
         );
     }
+    // Held while the others moved, unless the queue outlasted the longest a hold is kept
+    // (a machine slow enough to take that long): then it came by that longest.
+    let within_cap = last_step.duration_since(applied) < WAIT * 9;
     for (after, lag) in &left_lag {
         assert!(
-            *after && *lag < WAIT + Duration::from_secs(20),
+            (*after || !within_cap) && *lag < WAIT + Duration::from_secs(20),
             "a left pod's PodReplica decided {lag:?} after the last pod step (after it: {after})"
         );
     }
