@@ -163,7 +163,7 @@ pub async fn run_sharder(
                 // object that did not change since the last pass would get the same move it
                 // got then: only the changed ones are decided, and one just patched only
                 // once the watch shows the patch (decided again on the stale read, its
-                // second patch was refused: 28 at 10,000 objects, 1,132 at 30,000). A pass
+                // second patch was refused: 28 at 10,000 objects). A pass
                 // that failed, a new member or one gone, a relist, or a minute: every object.
                 let every = whole
                     .get(&plugin)
