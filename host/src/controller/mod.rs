@@ -336,16 +336,15 @@ impl Holding {
             Change::Progress => false,
         };
         tracing::debug!(primary = key, ?change, news, "a related change");
-        if !news {
-            self.holds.stepped(std::time::Instant::now());
-        }
         if news {
             self.holds.owe(key);
             return false;
         }
         if !self.busy(uid) {
             // The last of them came to rest: a decision is owed now (also if the primary
-            // still waits for its own writes: the echo that settles them queues it).
+            // still waits for its own writes: the echo that settles them queues it). Still a
+            // step for the others' holds ([`Holds::hold`] notes the steps of held ones).
+            self.holds.stepped(std::time::Instant::now());
             self.holds.owe(key);
             return false;
         }

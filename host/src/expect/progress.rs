@@ -492,14 +492,20 @@ mod tests {
         );
     }
 
+    /// A new hold of `key` at `at`, its number.
+    fn started(h: &Holds, key: &str, at: Instant) -> u64 {
+        match h.hold(key, at) {
+            Hold::Started(n) => n,
+            other => panic!("a new hold of {key}: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_hold_runs_out_only_after_a_quiet_limit_and_news_refuses_it() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let h = Holds::new(s(5));
-        let Hold::Started(first) = h.hold("d/a", t0) else {
-            panic!("a new hold")
-        };
+        let first = started(&h, "d/a", t0);
         // Steps of its objects re-arm it: on a slow API server a pod's way to Ready may take
         // many times the limit, and the hold lasts as long as the steps keep coming.
         for i in 1..=6 {
@@ -519,17 +525,13 @@ mod tests {
         assert_eq!(h.expire("d/a", first, t0 + s(29), false), Expiry::Ran);
         assert!(!h.holds("d/a"));
         // News: the hold ends and none starts until the decision begins.
-        let Hold::Started(second) = h.hold("d/a", t0 + s(30)) else {
-            panic!("held again")
-        };
+        let second = started(&h, "d/a", t0 + s(30));
         h.owe("d/a");
         assert!(!h.holds("d/a"));
         assert_eq!(h.hold("d/a", t0 + s(31)), Hold::Refused);
         assert_eq!(h.expire("d/a", second, t0 + s(40), false), Expiry::Gone);
         h.answered("d/a");
-        let Hold::Started(third) = h.hold("d/a", t0 + s(41)) else {
-            panic!("held again after the decision began")
-        };
+        let third = started(&h, "d/a", t0 + s(41));
         assert_eq!(
             h.expire("d/a", second, t0 + s(50), false),
             Expiry::Gone,
@@ -548,9 +550,7 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let h = Holds::new(s(5));
-        let Hold::Started(a) = h.hold("d/a", t0) else {
-            panic!("a new hold")
-        };
+        let a = started(&h, "d/a", t0);
         // Its pod waits in the scheduler's queue (no step of its own) while the others'
         // pods are scheduled and started, one step a second.
         for i in 1..=20 {
@@ -564,24 +564,18 @@ mod tests {
         // The same without waiting its turn (a condition said something went wrong): the
         // limit after its own last step.
         assert_eq!(h.expire("d/a", a, t0 + s(21), false), Expiry::Ran);
-        let Hold::Started(b) = h.hold("d/b", t0 + s(30)) else {
-            panic!("a new hold")
-        };
+        let b = started(&h, "d/b", t0 + s(30));
         // Nothing moves any more: the limit after the last step anywhere.
         assert_eq!(h.expire("d/b", b, t0 + s(35), true), Expiry::Ran);
         // Others moving without end: at most TURN_LIMITS times the limit from its start.
-        let Hold::Started(c) = h.hold("d/c", t0 + s(40)) else {
-            panic!("a new hold")
-        };
+        let c = started(&h, "d/c", t0 + s(40));
         let cap = t0 + s(40) + s(5) * TURN_LIMITS;
         h.stepped(cap - s(1));
         assert_eq!(h.expire("d/c", c, cap - s(1), true), Expiry::Later(s(1)));
         h.stepped(cap);
         assert_eq!(h.expire("d/c", c, cap, true), Expiry::Ran);
         // Its own steps still re-arm it past that (the whole way may take longer).
-        let Hold::Started(d) = h.hold("d/d", t0 + s(100)) else {
-            panic!("a new hold")
-        };
+        let d = started(&h, "d/d", t0 + s(100));
         let later = t0 + s(100) + s(5) * TURN_LIMITS + s(10);
         assert_eq!(h.hold("d/d", later), Hold::Already);
         assert_eq!(h.expire("d/d", d, later + s(1), true), Expiry::Later(s(4)));
