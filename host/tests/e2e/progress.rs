@@ -412,11 +412,15 @@ async fn pods_waiting_their_turn_hold_their_primary_while_other_pods_move() {
     let client = cluster.client().await;
     let paused = PausedScheduler::pause(&cluster);
     let wait_ms = WAIT.as_millis().to_string();
+    // Why each PodReplica was decided, in the host's log (kept when the test fails).
     let host = Host::start(
         &cluster,
         &["podreplica.wasm"],
         &["--progress-hold-ms", &wait_ms],
-        &[],
+        &[(
+            "WASMOP_LOG",
+            "info,wasmop::controller=debug,wasmop::reconcile=debug",
+        )],
     );
     wait_for_crd(&client, &podreplica_resource()).await;
     let phase_name = Phase::default();
@@ -581,6 +585,14 @@ async fn pods_waiting_their_turn_hold_their_primary_while_other_pods_move() {
         waited_long >= BOUND / 2,
         "only {waited_long} pods waited longer than a wait for their turn: the test did not make a queue"
     );
+    for i in &early {
+        let u = &uids[*i];
+        println!(
+            "pr-{i}: its status said pending {:?} after the PodReplicas were applied, its pod was bound at {:?}",
+            pending[u].saturating_duration_since(applied),
+            bound_at[u].saturating_duration_since(applied),
+        );
+    }
     assert!(
         early.is_empty(),
         "PodReplicas decided with their pod waiting its turn (pr-N): {early:?}"
