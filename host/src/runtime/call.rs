@@ -33,6 +33,7 @@ pub(crate) fn with_instance<R>(
     fuel: usize,
     f: impl FnOnce(&mut Store<StoreData>, &PluginBindings) -> wasmtime::Result<R>,
 ) -> Result<R, CallError> {
+    let _ticking = engine.ticking();
     let data = StoreData::new(limits, ctx, memory.clone());
     let mut store = Store::new(engine.engine(), data);
     store.limiter(|d| &mut d.limiter);

@@ -1,7 +1,7 @@
 //! The one wasmtime [`Engine`] of the process and the thread that advances its epoch.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -46,8 +46,9 @@ impl Default for EngineConfig {
 }
 
 /// A wasmtime engine (Cranelift with its incremental cache, pooling allocator, epoch
-/// interruption) plus the ticker thread that drives epoch deadlines. Dropping the last
-/// clone stops the ticker.
+/// interruption) plus the ticker thread that drives epoch deadlines. The ticker advances
+/// the epoch only while a call runs ([`SandboxEngine::ticking`]) and is parked otherwise: a
+/// host at rest is not woken 200 times a second. Dropping the last clone stops the ticker.
 #[derive(Clone)]
 pub struct SandboxEngine {
     inner: Arc<Inner>,
@@ -59,6 +60,10 @@ struct Inner {
     guest_memory: Arc<GuestMemory>,
     candidate_memory: Arc<GuestMemory>,
     stop: Arc<AtomicBool>,
+    /// Calls in flight ([`Ticking`]).
+    calls: Arc<AtomicUsize>,
+    /// Epoch ticks so far.
+    ticks: Arc<AtomicU64>,
     ticker: Option<JoinHandle<()>>,
 }
 
@@ -66,8 +71,21 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.ticker.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
+    }
+}
+
+/// A call in flight, for the epoch ticker ([`SandboxEngine::ticking`]): while one is alive
+/// the epoch advances every [`EPOCH_TICK`].
+pub(crate) struct Ticking {
+    calls: Arc<AtomicUsize>,
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.calls.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -105,15 +123,24 @@ impl SandboxEngine {
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let stop = Arc::new(AtomicBool::new(false));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let ticks = Arc::new(AtomicU64::new(0));
         let ticker = {
-            let engine = engine.clone();
-            let stop = stop.clone();
+            let (engine, stop) = (engine.clone(), stop.clone());
+            let (calls, ticks) = (calls.clone(), ticks.clone());
             std::thread::Builder::new()
                 .name("wasmop-epoch".into())
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
+                        if calls.load(Ordering::Acquire) == 0 {
+                            // Woken by the next call (an unpark before this park makes it
+                            // return at once) or by the engine's drop.
+                            std::thread::park();
+                            continue;
+                        }
                         std::thread::sleep(EPOCH_TICK);
                         engine.increment_epoch();
+                        ticks.fetch_add(1, Ordering::Relaxed);
                     }
                 })?
         };
@@ -124,9 +151,30 @@ impl SandboxEngine {
                 guest_memory: GuestMemory::new(cfg.guest_memory_bytes),
                 candidate_memory: GuestMemory::new(cfg.candidate_memory_bytes),
                 stop,
+                calls,
+                ticks,
                 ticker: Some(ticker),
             }),
         })
+    }
+
+    /// Marks a call in flight until the guard drops: the epoch advances meanwhile (its
+    /// deadline is counted in ticks from now). Take it before setting the deadline.
+    pub(crate) fn ticking(&self) -> Ticking {
+        let calls = self.inner.calls.clone();
+        if calls.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(t) = &self.inner.ticker
+        {
+            t.thread().unpark();
+        }
+        Ticking { calls }
+    }
+
+    /// How many times the epoch advanced since the engine was built (what the tests look
+    /// at).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn ticks(&self) -> u64 {
+        self.inner.ticks.load(Ordering::Relaxed)
     }
 
     /// The wasmtime engine.
@@ -172,6 +220,31 @@ impl SandboxEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_epoch_advances_only_while_a_call_runs() {
+        let engine = SandboxEngine::new(EngineConfig::default()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(engine.ticks(), 0, "ticked with no call in flight");
+        let call = engine.ticking();
+        let started = std::time::Instant::now();
+        while engine.ticks() < 3 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "no tick while a call runs"
+            );
+            std::thread::sleep(EPOCH_TICK);
+        }
+        drop(call);
+        let at_end = engine.ticks();
+        std::thread::sleep(Duration::from_millis(100));
+        // The tick under way when the call ended may still land; then none.
+        assert!(
+            engine.ticks() <= at_end + 1,
+            "ticked {} times after the last call ended",
+            engine.ticks() - at_end
+        );
+    }
 
     #[test]
     fn deadline_rounds_up_to_whole_ticks() {
