@@ -64,6 +64,23 @@ pub trait Custodian: Send + Sync {
 /// object as the cache held it before an `Apply` or a `Delete` (`None`: it did not).
 pub type OnEvent = Box<dyn FnMut(&watcher::Event<DynamicObject>, Option<&DynamicObject>) + Send>;
 
+/// Where events enter a cache: each is taken in (the store, the owner index, every
+/// subscriber) as one step under the gate, and [`Gate::settled`] runs between two such
+/// steps, never inside one. Whoever reads the store and records what it waits for under
+/// the gate (the expectations of a plan's own writes) cannot find an object the
+/// subscribers have not yet been shown: the subscribers then classify its event knowing
+/// what was recorded (an echo of the plan's create is not taken for news).
+#[derive(Clone, Default)]
+pub struct Gate(Arc<Mutex<()>>);
+
+impl Gate {
+    /// Runs `f` between two events: none is half taken in meanwhile.
+    pub fn settled<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _between = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f()
+    }
+}
+
 #[derive(Default)]
 struct Subscribers {
     next_id: u64,
@@ -170,6 +187,8 @@ pub struct KindCache {
     /// The view the last complete list packed (`None` before the first).
     listed: watch::Receiver<Option<Fields>>,
     subscribers: Arc<Mutex<Subscribers>>,
+    /// Where its events come in ([`Gate`]).
+    pub gate: Gate,
     task: tokio::task::AbortHandle,
     metrics: Arc<Metrics>,
     labels: CacheLabels,
@@ -201,6 +220,36 @@ fn lock(s: &Mutex<Subscribers>) -> std::sync::MutexGuard<'_, Subscribers> {
     s.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What an event of the watch goes through, in order, as one step under the [`Gate`].
+struct Intake {
+    gate: Gate,
+    writer: Writer<DynamicObject>,
+    reader: Store<DynamicObject>,
+    index: Arc<OwnerIndex>,
+    subscribers: Arc<Mutex<Subscribers>>,
+}
+
+impl Intake {
+    /// Takes `e` into the store and the index, then shows it to every subscriber with the
+    /// object as the store held it before (`held_as`: the kind's resource).
+    fn take(&mut self, e: &watcher::Event<DynamicObject>, held_as: &ApiResource) {
+        let gate = self.gate.clone();
+        gate.settled(|| {
+            let before = match e {
+                watcher::Event::Apply(o) | watcher::Event::Delete(o) => self
+                    .reader
+                    .get(&ObjectRef::from_obj_with(o, held_as.clone())),
+                _ => None,
+            };
+            self.writer.apply_watcher_event(e);
+            self.index.apply(e);
+            for (_, on_event) in lock(&self.subscribers).list.iter_mut() {
+                on_event(e, before.as_deref());
+            }
+        })
+    }
+}
+
 impl KindCache {
     fn start(
         client: &Client,
@@ -221,14 +270,21 @@ impl KindCache {
             selector: relation.label_selector.clone().unwrap_or_default(),
         };
         let (gauges, gauge_labels) = (metrics.clone(), labels.clone());
-        let mut writer: Writer<DynamicObject> = Writer::new(resource.clone());
+        let writer: Writer<DynamicObject> = Writer::new(resource.clone());
         let store = writer.as_reader();
         let reader = store.clone();
         let owners = OwnerIndex::new();
         let (listed_tx, listed) = watch::channel(None);
         let (packing, mut packed_as) = watch::channel(Fields::of(relation));
         let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
-        let (index, subs) = (owners.clone(), subscribers.clone());
+        let gate = Gate::default();
+        let mut intake = Intake {
+            gate: gate.clone(),
+            writer,
+            reader: reader.clone(),
+            index: owners.clone(),
+            subscribers: subscribers.clone(),
+        };
         // Every list is a consistent read ([`crate::cache::feed`]): a cache that starts after
         // a restart, a swap or a relist holds every write acknowledged before it, also the
         // last writes of the process or controller it replaces, which no expectation
@@ -284,21 +340,11 @@ impl KindCache {
                         {
                             c.arrived(&looked_after, o);
                         }
-                        let before = match &e {
-                            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
-                                reader.get(&ObjectRef::from_obj_with(o, held_as.clone()))
-                            }
-                            _ => None,
-                        };
-                        writer.apply_watcher_event(&e);
+                        intake.take(&e, &held_as);
                         gauges
                             .cached_objects
                             .get_or_create(&gauge_labels)
                             .set(reader.len() as i64);
-                        index.apply(&e);
-                        for (_, on_event) in lock(&subs).list.iter_mut() {
-                            on_event(&e, before.as_deref());
-                        }
                         if matches!(e, watcher::Event::InitDone) {
                             tracing::debug!(kind = %what, objects = reader.len(),
                                 took = ?listing.elapsed(), "listed");
@@ -316,6 +362,7 @@ impl KindCache {
             packing,
             listed,
             subscribers,
+            gate,
             task: task.abort_handle(),
             metrics,
             labels,
@@ -365,5 +412,67 @@ impl KindCache {
                 .wait_for(|l| l.as_ref().is_some_and(|f| f.covers(&needed)))
                 .await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    /// A plan records its create while the pod's event is half taken in (in the store, its
+    /// subscribers not yet shown it): under the gate the record waits for the subscribers,
+    /// so it never finds in the store an object whose event they have yet to classify.
+    #[test]
+    fn a_reader_under_the_gate_never_sees_an_object_its_subscribers_were_not_shown() {
+        let pods = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+        let writer = Writer::new(pods.clone());
+        let store = writer.as_reader();
+        let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
+        let gate = Gate::default();
+        let mut intake = Intake {
+            gate: gate.clone(),
+            writer,
+            reader: store.clone(),
+            index: OwnerIndex::new(),
+            subscribers: subscribers.clone(),
+        };
+        let shown = Arc::new(AtomicBool::new(false));
+        let (inside_tx, inside_rx) = mpsc::channel::<()>();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let seen = shown.clone();
+        lock(&subscribers).list.push((
+            0,
+            Box::new(move |_, _| {
+                let _ = inside_tx.send(());
+                let _ = go_rx.recv();
+                seen.store(true, Ordering::SeqCst);
+            }),
+        ));
+        let pod: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "d", "uid": "u", "resourceVersion": "7"}}))
+        .unwrap();
+        let held_as = pods.clone();
+        let taking = std::thread::spawn(move || intake.take(&watcher::Event::Apply(pod), &held_as));
+        inside_rx.recv().unwrap();
+        let shown_then = shown.clone();
+        let reading = std::thread::spawn(move || {
+            gate.settled(|| {
+                let r = ObjectRef::new_with("p", pods).within("d");
+                (store.get(&r).is_some(), shown_then.load(Ordering::SeqCst))
+            })
+        });
+        // Time for the reader to run ahead if nothing stops it.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        go_tx.send(()).unwrap();
+        taking.join().unwrap();
+        let (visible, shown) = reading.join().unwrap();
+        assert!(visible, "the pod is in the store once taken in");
+        assert!(
+            shown,
+            "the reader saw the pod before its subscribers were shown it"
+        );
     }
 }

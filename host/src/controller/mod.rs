@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
-use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -533,20 +533,35 @@ pub async fn run_controller(
     let backoff = Arc::new(Backoff::default());
     let triggers = Arc::new(crate::expect::triggers::Triggers::default());
     let holds = Arc::new(Holds::new(deps.progress_hold));
-    let writer = reflector::store::Writer::new(primary_ar.clone());
+    let mut writer = reflector::store::Writer::new(primary_ar.clone());
     let primary_store = writer.as_reader();
-    let primaries = reflector::reflector(writer, primary_feed)
-        .inspect(departures(
-            expectations.clone(),
-            sighted.clone(),
-            backoff.clone(),
-        ))
-        .try_filter(primary_news(
+    // Each event into the store and through `primary_news` as one step under the gate,
+    // which a plan's record of its own write of the primary waits for: the record never
+    // finds in the store an echo the filter has yet to see (and would take for news).
+    let primary_gate = crate::cache::shared::Gate::default();
+    let primaries = {
+        let gate = primary_gate.clone();
+        let departed = departures(expectations.clone(), sighted.clone(), backoff.clone());
+        let mut news = primary_news(
             expectations.clone(),
             triggers.clone(),
             holds.clone(),
             info.primary.clone(),
-        ));
+        );
+        primary_feed.filter_map(move |event| {
+            let keep = gate.settled(|| {
+                if let Ok(e) = &event {
+                    writer.apply_watcher_event(e);
+                }
+                departed(&event);
+                match &event {
+                    Ok(e) => news(e).into_inner(),
+                    Err(_) => true,
+                }
+            });
+            futures::future::ready(keep.then_some(event))
+        })
+    };
     let primaries = once_swapped_in(primaries).applied_objects();
     let mut controller =
         Controller::for_stream_with(primaries, primary_store.clone(), primary_ar.clone());
@@ -649,6 +664,7 @@ pub async fn run_controller(
             store: cache.store.clone(),
             selector: selector_of(relation),
             owners: cache.owners.clone(),
+            gate: cache.gate.clone(),
         });
     }
 
@@ -696,6 +712,7 @@ pub async fn run_controller(
         triggers,
         holds,
         sighted,
+        primary_gate,
     });
 
     let readiness = {

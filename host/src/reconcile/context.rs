@@ -57,6 +57,8 @@ pub struct RelatedCache {
     pub selector: Result<crate::observe::LabelSelector, String>,
     /// The store indexed by controlling owner (what `owned` relations read).
     pub owners: Arc<crate::cache::owners::OwnerIndex>,
+    /// Where the cache's events come in: the plan's own writes are recorded under it.
+    pub gate: crate::cache::shared::Gate,
 }
 
 /// Shared by the reconciles of one plugin.
@@ -86,6 +88,9 @@ pub struct Context {
     pub primary_store: Store<DynamicObject>,
     /// What each primary waits to see of its own writes.
     pub expectations: Arc<Expectations>,
+    /// Where the primary's events come in: its own writes of the primary are recorded
+    /// under it ([`crate::cache::shared::Gate`]).
+    pub primary_gate: crate::cache::shared::Gate,
     /// Turns true once every cache (primary and relations) has its first full list.
     pub synced: tokio::sync::watch::Receiver<bool>,
     /// Open while this replica leads (or, sharded, holds its shard Lease): a standby keeps

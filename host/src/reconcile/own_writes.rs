@@ -73,15 +73,18 @@ pub fn record(ctx: &Context, primary_uid: &str, written: Written) {
             let key = key_of(&kind, &object);
             let oref = object_ref(&cache.resource, key.namespace.as_deref(), &key.name);
             // Already seen only once the owner index shows it too: decisions read the
-            // index, which the watch updates a moment after the cache.
-            ctx.expectations.expect(
-                primary_uid,
-                key,
-                Expect::Written {
-                    resource_version: rv,
-                },
-                || cache.store.get(&oref).filter(|o| cache.owners.shows(o)),
-            );
+            // index, which the watch updates a moment after the cache. Under the cache's
+            // gate: an object the store holds has been shown to the subscribers too.
+            cache.gate.settled(|| {
+                ctx.expectations.expect(
+                    primary_uid,
+                    key,
+                    Expect::Written {
+                        resource_version: rv,
+                    },
+                    || cache.store.get(&oref).filter(|o| cache.owners.shows(o)),
+                )
+            });
         }
         Written::Unanswered(step) => unanswered(ctx, primary_uid, step),
         Written::Deleted {
@@ -100,10 +103,12 @@ pub fn record(ctx: &Context, primary_uid: &str, written: Written) {
                 namespace,
                 name,
             };
-            ctx.expectations
-                .expect(primary_uid, key, Expect::Deleted { uid }, || {
-                    cache.store.get(&oref)
-                });
+            cache.gate.settled(|| {
+                ctx.expectations
+                    .expect(primary_uid, key, Expect::Deleted { uid }, || {
+                        cache.store.get(&oref)
+                    })
+            });
         }
     }
 }
@@ -157,15 +162,19 @@ fn unanswered(ctx: &Context, primary_uid: &str, step: crate::plan::guard::Step) 
             let expect = Expect::Written {
                 resource_version: newer_than(cached.as_deref()),
             };
-            ctx.expectations
-                .expect(primary_uid, key, expect, || cache.store.get(&oref));
+            cache.gate.settled(|| {
+                ctx.expectations
+                    .expect(primary_uid, key, expect, || cache.store.get(&oref))
+            });
         }
         Step::Delete { target, .. } => {
             if let Some(uid) = target.uid {
-                ctx.expectations
-                    .expect(primary_uid, key, Expect::Deleted { uid }, || {
-                        cache.store.get(&oref)
-                    });
+                cache.gate.settled(|| {
+                    ctx.expectations
+                        .expect(primary_uid, key, Expect::Deleted { uid }, || {
+                            cache.store.get(&oref)
+                        })
+                });
             }
         }
     }
@@ -182,11 +191,13 @@ pub fn record_primary_unanswered(
 ) {
     let key = key_of(kind, obj);
     let oref = object_ref(&ctx.primary, key.namespace.as_deref(), &key.name);
-    let expect = Expect::Written {
-        resource_version: newer_than(ctx.primary_store.get(&oref).as_deref()),
-    };
-    ctx.expectations
-        .expect(primary_uid, key, expect, || ctx.primary_store.get(&oref));
+    ctx.primary_gate.settled(|| {
+        let expect = Expect::Written {
+            resource_version: newer_than(ctx.primary_store.get(&oref).as_deref()),
+        };
+        ctx.expectations
+            .expect(primary_uid, key, expect, || ctx.primary_store.get(&oref))
+    });
 }
 
 /// Records a write on the primary itself (`stored` is what the API server returned), so
@@ -195,15 +206,19 @@ pub fn record_primary(ctx: &Context, primary_uid: &str, kind: &KindRef, stored: 
     let Some(rv) = stored.metadata.resource_version.clone() else {
         return;
     };
-    ctx.expectations.wrote_primary(primary_uid, &rv);
     let key = key_of(kind, stored);
     let oref = object_ref(&ctx.primary, key.namespace.as_deref(), &key.name);
-    ctx.expectations.expect(
-        primary_uid,
-        key,
-        Expect::Written {
-            resource_version: rv,
-        },
-        || ctx.primary_store.get(&oref),
-    );
+    // Under the primary's gate: an echo the store holds has been through the filter (and,
+    // seen during the plan, waits in `raced` for this very write to claim it).
+    ctx.primary_gate.settled(|| {
+        ctx.expectations.wrote_primary(primary_uid, &rv);
+        ctx.expectations.expect(
+            primary_uid,
+            key,
+            Expect::Written {
+                resource_version: rv,
+            },
+            || ctx.primary_store.get(&oref),
+        );
+    });
 }
