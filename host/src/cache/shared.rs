@@ -233,17 +233,23 @@ impl Intake {
     /// Takes `e` into the store and the index, then shows it to every subscriber with the
     /// object as the store held it before (`held_as`: the kind's resource).
     fn take(&mut self, e: &watcher::Event<DynamicObject>, held_as: &ApiResource) {
-        let gate = self.gate.clone();
+        let Intake {
+            gate,
+            writer,
+            reader,
+            index,
+            subscribers,
+        } = self;
         gate.settled(|| {
             let before = match e {
-                watcher::Event::Apply(o) | watcher::Event::Delete(o) => self
-                    .reader
-                    .get(&ObjectRef::from_obj_with(o, held_as.clone())),
+                watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                    reader.get(&ObjectRef::from_obj_with(o, held_as.clone()))
+                }
                 _ => None,
             };
-            self.writer.apply_watcher_event(e);
-            self.index.apply(e);
-            for (_, on_event) in lock(&self.subscribers).list.iter_mut() {
+            writer.apply_watcher_event(e);
+            index.apply(e);
+            for (_, on_event) in lock(subscribers).list.iter_mut() {
                 on_event(e, before.as_deref());
             }
         })
