@@ -29,12 +29,18 @@
 //! assert_eq!(printed["events"][0]["reason"], "Counted");
 //! ```
 
+mod admission;
 mod builder;
 mod condition;
+mod effect;
 mod observed;
+mod requirement;
 
+pub use admission::{AdmissionRequest, FieldError, Operation, Verdict};
 pub use condition::Condition;
+pub use effect::{Answer, Credential, Header, OutboundRequest, Outcome, Response};
 pub use observed::Observed;
+pub use requirement::{Matching, Requirement};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -82,14 +88,28 @@ impl KindRef {
     }
 }
 
+/// Where a primary object names other objects: the path of a field that holds a name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reference {
+    /// Dot-separated path of the name (`spec.configRef.name`); a path through a list names
+    /// one object per item.
+    pub name_path: String,
+    /// Path of a namespace beside it; `None`: the primary's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_path: Option<String>,
+}
+
 /// How the related objects of a relation are chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Selection {
     /// Objects controlled by the primary object (controller ownerReference).
     Owned,
     /// Every object of the kind in the primary object's namespace.
     Namespace,
+    /// The objects the primary names (contract 0.4.0).
+    Referenced(Reference),
 }
 
 /// A related kind a plugin watches.
@@ -183,6 +203,33 @@ pub struct PluginInfo {
     /// Finalizer name, for plugins that clean up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalizer: Option<String>,
+    /// The admission and conversion exports the plugin implements (contract 0.4.0).
+    #[serde(default, skip_serializing_if = "Webhooks::is_none")]
+    pub webhooks: Webhooks,
+    /// Hosts outside the cluster its plans may send requests to (contract 0.4.0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outbound_hosts: Vec<String>,
+}
+
+/// Which of `validate`, `default` and `convert` a plugin implements.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Webhooks {
+    /// `validate`: every create, update and delete of the primary kind.
+    #[serde(default)]
+    pub validate: bool,
+    /// `default`: fills in an object of the primary kind on create and update.
+    #[serde(default)]
+    pub default: bool,
+    /// `convert`: between the versions of the plugin's CRD.
+    #[serde(default)]
+    pub convert: bool,
+}
+
+impl Webhooks {
+    /// Whether none is declared.
+    pub fn is_none(&self) -> bool {
+        !(self.validate || self.default || self.convert)
+    }
 }
 
 impl PluginInfo {
@@ -259,6 +306,13 @@ pub struct Plan {
     /// Requeue delay in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue_after_ms: Option<u64>,
+    /// Objects the decision needs; when they are not those observed, the host reads them
+    /// and decides again (contract 0.4.0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<Requirement>,
+    /// Requests outside the cluster, sent after the writes (contract 0.4.0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<OutboundRequest>,
 }
 
 /// Why a plugin produced no plan (the plugin's own answer, not a sandbox fault).

@@ -24,6 +24,10 @@ pub struct Observed {
     pub now_unix_ms: i64,
     /// Random seed chosen by the host.
     pub seed: u64,
+    /// Objects the plan's `requires` asked for, by requirement name (contract 0.4.0).
+    pub required: BTreeMap<String, Vec<Value>>,
+    /// Answers to the requests earlier plans sent, by key (contract 0.4.0).
+    pub answers: BTreeMap<String, crate::Answer>,
 }
 
 impl Observed {
@@ -54,6 +58,31 @@ impl Observed {
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
+    }
+
+    /// Adds required objects under `requirement` (builder style, for tests).
+    pub fn with_required(mut self, requirement: &str, objects: Vec<Value>) -> Self {
+        self.required
+            .entry(requirement.to_string())
+            .or_default()
+            .extend(objects);
+        self
+    }
+
+    /// Adds an answer (builder style, for tests).
+    pub fn with_answer(mut self, answer: crate::Answer) -> Self {
+        self.answers.insert(answer.key.clone(), answer);
+        self
+    }
+
+    /// The objects a requirement brought, `None` before the host read them.
+    pub fn required(&self, requirement: &str) -> Option<&[Value]> {
+        self.required.get(requirement).map(Vec::as_slice)
+    }
+
+    /// The answer held under `key`, if any.
+    pub fn answer(&self, key: &str) -> Option<&crate::Answer> {
+        self.answers.get(key)
     }
 
     /// The primary object as `T`. A mismatch is an invalid spec: the API server accepted
