@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Action, Event, EventType, ObjectRef, Plan};
+use crate::{Action, Event, EventType, ObjectRef, OutboundRequest, Plan, Requirement};
 
 impl Plan {
     /// An empty plan: nothing to do, status untouched.
@@ -11,9 +11,26 @@ impl Plan {
         Plan::default()
     }
 
-    /// Whether the plan changes nothing (no actions, no status, no events).
+    /// Whether the plan changes nothing (no actions, no status, no events, no request
+    /// outside the cluster).
     pub fn is_empty(&self) -> bool {
-        self.actions.is_empty() && self.status.is_none() && self.events.is_empty()
+        self.actions.is_empty()
+            && self.status.is_none()
+            && self.events.is_empty()
+            && self.requests.is_empty()
+    }
+
+    /// Asks for objects no relation selects; the host reads them and decides again.
+    pub fn require(mut self, requirement: Requirement) -> Self {
+        self.requires.push(requirement);
+        self
+    }
+
+    /// Sends a request outside the cluster after the writes; its answer comes back under
+    /// its key.
+    pub fn request(mut self, request: OutboundRequest) -> Self {
+        self.requests.push(request);
+        self
     }
 
     /// Adds an object to create or update. Panics only if `object` cannot be represented
