@@ -12,12 +12,101 @@ wasmtime::component::bindgen!({
     path: "../wit",
 });
 
-pub use self::Plugin as PluginBindings;
-pub use self::PluginPre as PluginBindingsPre;
 pub use self::wasmop::plugin::host::{
     Host as HostImports, Level, add_to_linker as add_host_to_linker,
 };
-use self::wasmop::plugin::types as wit;
+pub(crate) use self::wasmop::plugin::types as wit;
+use crate::runtime::legacy::{self, LegacyBindings, LegacyBindingsPre};
+use crate::runtime::store::StoreData;
+
+/// A plugin version's exports, pre-instantiated: a component built against contract 0.4.0,
+/// or one built against 0.3.0 adapted to it ([`legacy`]).
+pub enum PluginBindingsPre<T: 'static> {
+    /// Contract 0.4.0.
+    Current(PluginPre<T>),
+    /// Contract 0.3.0.
+    Legacy(LegacyBindingsPre<T>),
+}
+
+/// One instance of a plugin version ([`PluginBindingsPre::instantiate`]).
+pub enum PluginBindings {
+    /// Contract 0.4.0.
+    Current(Plugin),
+    /// Contract 0.3.0.
+    Legacy(LegacyBindings),
+}
+
+impl PluginBindingsPre<StoreData> {
+    /// Type-checks a component's exports against 0.4.0, then 0.3.0; the error says what
+    /// 0.4.0 missed.
+    pub fn new(pre: wasmtime::component::InstancePre<StoreData>) -> wasmtime::Result<Self> {
+        match PluginPre::new(pre.clone()) {
+            Ok(current) => Ok(Self::Current(current)),
+            Err(e) => match LegacyBindingsPre::new(pre) {
+                Ok(old) => Ok(Self::Legacy(old)),
+                Err(_) => Err(e.context(
+                    "the component implements neither wasmop:plugin@0.4.0 nor @0.3.0",
+                )),
+            },
+        }
+    }
+
+    /// The contract version the component was built against.
+    pub fn contract(&self) -> &'static str {
+        match self {
+            Self::Current(_) => "0.4.0",
+            Self::Legacy(_) => "0.3.0",
+        }
+    }
+
+    /// A fresh instance in `store`.
+    pub fn instantiate(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+    ) -> wasmtime::Result<PluginBindings> {
+        Ok(match self {
+            Self::Current(p) => PluginBindings::Current(p.instantiate(store)?),
+            Self::Legacy(p) => PluginBindings::Legacy(p.instantiate(store)?),
+        })
+    }
+}
+
+impl PluginBindings {
+    /// `info()`, in 0.4.0's types.
+    pub fn call_info(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+    ) -> wasmtime::Result<wit::PluginInfo> {
+        match self {
+            Self::Current(b) => b.call_info(store),
+            Self::Legacy(b) => legacy::call_info(b, store),
+        }
+    }
+
+    /// `reconcile`, in 0.4.0's types.
+    pub fn call_reconcile(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        input: &wit::Observed,
+    ) -> wasmtime::Result<Result<wit::Plan, wit::ReconcileError>> {
+        match self {
+            Self::Current(b) => b.call_reconcile(store, input),
+            Self::Legacy(b) => legacy::call_decide(b, store, false, input),
+        }
+    }
+
+    /// `cleanup`, in 0.4.0's types.
+    pub fn call_cleanup(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        input: &wit::Observed,
+    ) -> wasmtime::Result<Result<wit::Plan, wit::ReconcileError>> {
+        match self {
+            Self::Current(b) => b.call_cleanup(store, input),
+            Self::Legacy(b) => legacy::call_decide(b, store, true, input),
+        }
+    }
+}
 
 impl From<wit::KindRef> for plain::KindRef {
     fn from(k: wit::KindRef) -> Self {
@@ -69,6 +158,10 @@ pub fn info_from_wit(i: wit::PluginInfo) -> Result<plain::PluginInfo, String> {
                 selection: match r.selection {
                     wit::Selection::Owned => plain::Selection::Owned,
                     wit::Selection::Namespace => plain::Selection::Namespace,
+                    wit::Selection::Referenced(r) => plain::Selection::Referenced(plain::Reference {
+                        name_path: r.name_path,
+                        namespace_path: r.namespace_path,
+                    }),
                 },
                 label_selector: r.label_selector,
                 fields: r.fields,
@@ -83,6 +176,12 @@ pub fn info_from_wit(i: wit::PluginInfo) -> Result<plain::PluginInfo, String> {
             })
             .collect(),
         finalizer: i.finalizer,
+        webhooks: plain::Webhooks {
+            validate: i.webhooks.validate,
+            default: i.webhooks.default,
+            convert: i.webhooks.convert,
+        },
+        outbound_hosts: i.outbound_hosts,
     })
 }
 
@@ -108,6 +207,36 @@ pub fn observed_to_wit(o: &plain::Observed) -> wit::Observed {
             .collect(),
         now_unix_ms: o.now_unix_ms,
         seed: o.seed,
+        required: o
+            .required
+            .iter()
+            .map(|(name, objs)| wit::RelatedObjects {
+                relation: name.clone(),
+                objects: objs.iter().map(Value::to_string).collect(),
+            })
+            .collect(),
+        answers: o.answers.values().map(answer_to_wit).collect(),
+    }
+}
+
+fn answer_to_wit(a: &plain::Answer) -> wit::Answer {
+    let header = |h: &plain::Header| wit::Header {
+        name: h.name.clone(),
+        value: h.value.clone(),
+    };
+    wit::Answer {
+        key: a.key.clone(),
+        outcome: match &a.outcome {
+            plain::Outcome::Response(r) => wit::Outcome::Response(wit::Response {
+                status: r.status,
+                headers: r.headers.iter().map(header).collect(),
+                body: r.body.clone(),
+                truncated: r.truncated,
+            }),
+            plain::Outcome::Refused(why) => wit::Outcome::Refused(why.clone()),
+            plain::Outcome::Failed(why) => wit::Outcome::Failed(why.clone()),
+        },
+        at_unix_ms: a.at_unix_ms,
     }
 }
 
