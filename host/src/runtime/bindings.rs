@@ -286,11 +286,39 @@ pub fn plan_shape(p: &wit::Plan) -> PlanShape {
         .iter()
         .map(|e| e.reason.len() + e.message.len())
         .sum();
+    let kind = |k: &wit::KindRef| k.group.len() + k.version.len() + k.kind.len() + k.plural.len();
+    let requires: usize = p
+        .requires
+        .iter()
+        .map(|r| {
+            r.name.len()
+                + kind(&r.kind)
+                + r.namespace.as_ref().map_or(0, String::len)
+                + match &r.matching {
+                    wit::Matching::Name(s) | wit::Matching::Labels(s) => s.len(),
+                }
+        })
+        .sum();
+    let requests: usize = p.requests.iter().map(request_bytes).sum();
     PlanShape {
-        actions: p.actions.len(),
+        // Requirements and requests count as actions: each is work the host does.
+        actions: p.actions.len() + p.requires.len() + p.requests.len(),
         events: p.events.len(),
-        bytes: actions + events + p.status.as_ref().map_or(0, String::len),
+        bytes: actions + events + requires + requests + p.status.as_ref().map_or(0, String::len),
     }
+}
+
+fn request_bytes(r: &wit::OutboundRequest) -> usize {
+    r.key.len()
+        + r.method.len()
+        + r.url.len()
+        + r.headers.iter().map(|h| h.name.len() + h.value.len()).sum::<usize>()
+        + r.body.as_ref().map_or(0, Vec::len)
+        + r.credential.as_ref().map_or(0, |c| {
+            c.header.len() + c.prefix.len() + c.secret.len() + c.key.len()
+        })
+        + r.idempotency_key.as_ref().map_or(0, String::len)
+        + r.keep_headers.iter().map(String::len).sum::<usize>()
 }
 
 /// Bytes of the message of an error answer.
@@ -313,14 +341,19 @@ pub fn info_shape(i: &wit::PluginInfo) -> InfoShape {
         names.extend(kind(&r.kind));
         names.extend(r.label_selector.as_ref().map(String::len));
         names.extend(r.fields.iter().flatten().map(String::len));
+        if let wit::Selection::Referenced(to) = &r.selection {
+            names.push(to.name_path.len());
+            names.extend(to.namespace_path.as_ref().map(String::len));
+        }
     }
+    names.extend(i.outbound_hosts.iter().map(String::len));
     for p in &i.permissions {
         names.extend(kind(&p.kind));
     }
     InfoShape {
         version: i.version.len(),
         longest_name: names.iter().copied().max().unwrap_or(0),
-        declarations: i.relations.len() + i.permissions.len(),
+        declarations: i.relations.len() + i.permissions.len() + i.outbound_hosts.len(),
         bytes: names.iter().sum::<usize>()
             + i.version.len()
             + i.crd.as_ref().map_or(0, String::len),
@@ -401,7 +434,47 @@ pub fn plan_from_wit(p: wit::Plan) -> Result<plain::Plan, String> {
             })
             .collect(),
         requeue_after_ms: p.requeue_after_ms,
+        requires: p.requires.into_iter().map(requirement_from_wit).collect(),
+        requests: p.requests.into_iter().map(request_from_wit).collect(),
     })
+}
+
+fn requirement_from_wit(r: wit::Requirement) -> plain::Requirement {
+    plain::Requirement {
+        name: r.name,
+        kind: r.kind.into(),
+        namespace: r.namespace,
+        matching: match r.matching {
+            wit::Matching::Name(n) => plain::Matching::Name(n),
+            wit::Matching::Labels(l) => plain::Matching::Labels(l),
+        },
+    }
+}
+
+fn request_from_wit(r: wit::OutboundRequest) -> plain::OutboundRequest {
+    plain::OutboundRequest {
+        key: r.key,
+        method: r.method,
+        url: r.url,
+        headers: r
+            .headers
+            .into_iter()
+            .map(|h| plain::Header {
+                name: h.name,
+                value: h.value,
+            })
+            .collect(),
+        body: r.body,
+        credential: r.credential.map(|c| plain::Credential {
+            header: c.header,
+            prefix: c.prefix,
+            secret: c.secret,
+            key: c.key,
+        }),
+        idempotency_key: r.idempotency_key,
+        retry: r.retry,
+        keep_headers: r.keep_headers,
+    }
 }
 
 /// Converts the plugin's own error answer.
