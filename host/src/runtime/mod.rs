@@ -5,7 +5,8 @@
 //! functions kept for the next version), [`limits`] (per-call limits),
 //! [`store`] (what a store holds), `wasi` (the WASI a plugin gets), [`plugin`] (a loaded version), [`call`] (one call and
 //! failure classification), [`budget`] (limits on what a plugin returns), [`footprint`] (what an answer costs parsed), [`validate`] (checks of `info()`), [`outcome`] (a decision's result as data), [`types`] (plain types of
-//! the contract) and `bindings` (the generated code, private).
+//! the contract), `bindings` (the generated code of contract 0.4.0, private) and `legacy` (0.3.0's,
+//! adapted to 0.4.0).
 
 mod bindings;
 pub mod budget;
@@ -15,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod footprint;
 pub mod function_cache;
+mod legacy;
 pub mod limits;
 pub mod outcome;
 pub mod plugin;

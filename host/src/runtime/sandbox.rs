@@ -139,6 +139,11 @@ impl Sandbox {
             |d| d,
         )
         .map_err(|e| anyhow::anyhow!("linking the host interface: {e:#}"))?;
+        crate::runtime::legacy::add_legacy_host_to_linker::<
+            StoreData,
+            wasmtime::component::HasSelf<StoreData>,
+        >(&mut linker, |d| d)
+        .map_err(|e| anyhow::anyhow!("linking the 0.3.0 host interface: {e:#}"))?;
         Ok(Sandbox {
             engine,
             linker: Arc::new(linker),
