@@ -47,6 +47,12 @@ pub fn info<P: Plugin>() -> wit::PluginInfo {
                 selection: match r.selection {
                     plain::Selection::Owned => wit::Selection::Owned,
                     plain::Selection::Namespace => wit::Selection::Namespace,
+                    plain::Selection::Referenced(to) => {
+                        wit::Selection::Referenced(wit::Reference {
+                            name_path: to.name_path,
+                            namespace_path: to.namespace_path,
+                        })
+                    }
                 },
                 label_selector: r.label_selector,
                 fields: r.fields,
@@ -61,6 +67,12 @@ pub fn info<P: Plugin>() -> wit::PluginInfo {
             })
             .collect(),
         finalizer: i.finalizer,
+        webhooks: wit::Webhooks {
+            validate: i.webhooks.validate,
+            default: i.webhooks.default,
+            convert: i.webhooks.convert,
+        },
+        outbound_hosts: i.outbound_hosts,
     }
 }
 
@@ -75,13 +87,90 @@ fn observed(o: wit::Observed) -> Result<Observed, plain::ReconcileError> {
         .into_iter()
         .map(|g| (g.relation, g.objects))
         .collect();
+    let mut required = std::collections::BTreeMap::new();
+    for g in o.required {
+        let objects = g
+            .objects
+            .iter()
+            .map(|s| parse(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        required.insert(g.relation, objects);
+    }
     Ok(Observed {
         primary: parse(&o.primary)?,
         related: Default::default(),
         related_json,
         now_unix_ms: o.now_unix_ms,
         seed: o.seed,
+        required,
+        answers: o
+            .answers
+            .into_iter()
+            .map(|a| (a.key.clone(), answer(a)))
+            .collect(),
     })
+}
+
+fn answer(a: wit::Answer) -> plain::Answer {
+    plain::Answer {
+        key: a.key,
+        outcome: match a.outcome {
+            wit::Outcome::Response(r) => plain::Outcome::Response(plain::Response {
+                status: r.status,
+                headers: r
+                    .headers
+                    .into_iter()
+                    .map(|h| plain::Header {
+                        name: h.name,
+                        value: h.value,
+                    })
+                    .collect(),
+                body: r.body,
+                truncated: r.truncated,
+            }),
+            wit::Outcome::Refused(why) => plain::Outcome::Refused(why),
+            wit::Outcome::Failed(why) => plain::Outcome::Failed(why),
+        },
+        at_unix_ms: a.at_unix_ms,
+    }
+}
+
+fn requirement(r: plain::Requirement) -> wit::Requirement {
+    wit::Requirement {
+        name: r.name,
+        kind: kind(r.kind),
+        namespace: r.namespace,
+        matching: match r.matching {
+            plain::Matching::Name(n) => wit::Matching::Name(n),
+            plain::Matching::Labels(l) => wit::Matching::Labels(l),
+        },
+    }
+}
+
+fn request(r: plain::OutboundRequest) -> wit::OutboundRequest {
+    wit::OutboundRequest {
+        key: r.key,
+        method: r.method,
+        url: r.url,
+        headers: r
+            .headers
+            .into_iter()
+            .map(|h| wit::Header {
+                name: h.name,
+                value: h.value,
+            })
+            .collect(),
+        body: r.body,
+        credential: r.credential.map(|c| wit::Credential {
+            header: c.header,
+            prefix: c.prefix,
+            secret: c.secret,
+            key: c.key,
+        }),
+        idempotency_key: r.idempotency_key,
+        retry: r.retry,
+        keep_headers: r.keep_headers,
+    }
 }
 
 fn error(e: plain::ReconcileError) -> wit::ReconcileError {
@@ -122,6 +211,8 @@ fn plan(p: plain::Plan) -> wit::Plan {
             })
             .collect(),
         requeue_after_ms: p.requeue_after_ms,
+        requires: p.requires.into_iter().map(requirement).collect(),
+        requests: p.requests.into_iter().map(request).collect(),
     }
 }
 
@@ -132,4 +223,52 @@ pub fn decide(
 ) -> Result<wit::Plan, wit::ReconcileError> {
     let observed = observed(o).map_err(error)?;
     f(&observed).map(plan).map_err(error)
+}
+
+/// Runs `validate` on WIT input. An admission request the host sent malformed is refused.
+pub fn validate(
+    r: wit::AdmissionRequest,
+    f: fn(&plain::AdmissionRequest) -> plain::Verdict,
+) -> wit::Verdict {
+    let parse = |s: Option<String>| -> Result<Option<serde_json::Value>, String> {
+        s.map(|t| serde_json::from_str(&t).map_err(|e| format!("host sent malformed JSON: {e}")))
+            .transpose()
+    };
+    let verdict = match (parse(r.object), parse(r.old_object)) {
+        (Ok(object), Ok(old_object)) => f(&plain::AdmissionRequest {
+            operation: match r.operation {
+                wit::Operation::Create => plain::Operation::Create,
+                wit::Operation::Update => plain::Operation::Update,
+                wit::Operation::Delete => plain::Operation::Delete,
+            },
+            object,
+            old_object,
+            user: r.user,
+            dry_run: r.dry_run,
+        }),
+        (Err(e), _) | (_, Err(e)) => plain::Verdict::deny(e),
+    };
+    wit::Verdict {
+        allowed: verdict.allowed,
+        fields: verdict
+            .fields
+            .into_iter()
+            .map(|f| wit::FieldError {
+                path: f.path,
+                value: f.value.map(|v| v.to_string()),
+                detail: f.detail,
+            })
+            .collect(),
+        message: verdict.message,
+        warnings: verdict.warnings,
+    }
+}
+
+/// Runs `default` or `convert` on a JSON object in and out.
+pub fn transform(
+    object: String,
+    f: impl FnOnce(serde_json::Value) -> Result<serde_json::Value, String>,
+) -> Result<String, String> {
+    let v = serde_json::from_str(&object).map_err(|e| format!("host sent malformed JSON: {e}"))?;
+    f(v).map(|v| v.to_string())
 }

@@ -51,6 +51,8 @@
 //!             }],
 //!             permissions: vec![Permission { kind: pod_kind(), verbs: vec![Verb::Create] }],
 //!             finalizer: None,
+//!             webhooks: Default::default(),
+//!             outbound_hosts: vec![],
 //!         }
 //!     }
 //!
@@ -125,6 +127,27 @@ pub trait Plugin {
     fn cleanup(_observed: &Observed) -> Result<Plan, ReconcileError> {
         Ok(Plan::new())
     }
+
+    /// Allow or refuse a create, update or delete of the primary kind. Called only when
+    /// `info().webhooks.validate` is set; the default allows.
+    fn validate(_request: &AdmissionRequest) -> Verdict {
+        Verdict::allow()
+    }
+
+    /// Fill in the defaults of an object of the primary kind. Called only when
+    /// `info().webhooks.default` is set; the default changes nothing.
+    fn default(object: serde_json::Value) -> Result<serde_json::Value, String> {
+        Ok(object)
+    }
+
+    /// Convert an object of the primary kind to `to_version` of its CRD. Called only when
+    /// `info().webhooks.convert` is set; the default refuses.
+    fn convert(
+        _object: serde_json::Value,
+        to_version: &str,
+    ) -> Result<serde_json::Value, String> {
+        Err(format!("this plugin does not convert (asked for {to_version})"))
+    }
 }
 
 /// Exports a [`Plugin`] type as the component's `info`, `reconcile` and `cleanup`.
@@ -154,6 +177,24 @@ macro_rules! export_plugin {
                     $crate::bindings::wasmop::plugin::types::ReconcileError,
                 > {
                     $crate::glue::decide(observed, <$plugin as $crate::Plugin>::cleanup)
+                }
+                fn validate(
+                    request: $crate::bindings::wasmop::plugin::types::AdmissionRequest,
+                ) -> $crate::bindings::wasmop::plugin::types::Verdict {
+                    $crate::glue::validate(request, <$plugin as $crate::Plugin>::validate)
+                }
+                fn default(
+                    object: ::std::string::String,
+                ) -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                    $crate::glue::transform(object, <$plugin as $crate::Plugin>::default)
+                }
+                fn convert(
+                    object: ::std::string::String,
+                    to_version: ::std::string::String,
+                ) -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                    $crate::glue::transform(object, |o| {
+                        <$plugin as $crate::Plugin>::convert(o, &to_version)
+                    })
                 }
             }
     $crate::bindings::export_raw!(Exported with_types_in $crate::bindings);
