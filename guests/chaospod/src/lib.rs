@@ -46,6 +46,8 @@ impl Plugin for ChaosPodPlugin {
                 verbs: vec![Verb::Delete],
             }],
             finalizer: None,
+            webhooks: Default::default(),
+            outbound_hosts: Vec::new(),
         }
     }
 

@@ -162,6 +162,12 @@ impl bindings::Guest for Hostile {
             relations: relations(),
             permissions: permissions(),
             finalizer: Some("test.wasmop.dev/cleanup".into()),
+            webhooks: bindings::wasmop::plugin::types::Webhooks {
+                validate: false,
+                default: false,
+                convert: false,
+            },
+            outbound_hosts: Vec::new(),
         }
     }
 

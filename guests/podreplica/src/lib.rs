@@ -58,6 +58,8 @@ impl Plugin for PodReplicaPlugin {
                 verbs: vec![Verb::Create, Verb::Delete],
             }],
             finalizer: None,
+            webhooks: Default::default(),
+            outbound_hosts: Vec::new(),
         }
     }
 

@@ -207,6 +207,8 @@ mod tests {
             relations: vec![relation],
             permissions: vec![],
             finalizer: None,
+            webhooks: Default::default(),
+            outbound_hosts: Vec::new(),
         };
         let related = related_for(&info, &primary, [mine.clone()].iter()).unwrap();
         let mut expected = mine.clone();

@@ -135,6 +135,8 @@ mod tests {
             }],
             permissions: vec![],
             finalizer: None,
+            webhooks: Default::default(),
+            outbound_hosts: Vec::new(),
         };
         let rule = host_rules(&info, false).remove(1);
         assert_eq!(rule.to_string(), "missing.wasmop.dev gadgets [list,watch]");

@@ -210,6 +210,8 @@ mod tests {
                 verbs: vec![Verb::Create],
             }],
             finalizer: None,
+            webhooks: Default::default(),
+            outbound_hosts: Vec::new(),
         }
     }
 

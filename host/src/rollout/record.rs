@@ -318,6 +318,8 @@ mod tests {
             relations: vec![],
             permissions: vec![],
             finalizer: None,
+            webhooks: Default::default(),
+            outbound_hosts: Vec::new(),
         };
         info.relations.push(Relation {
             name: "blobs".into(),

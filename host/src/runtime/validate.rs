@@ -166,6 +166,8 @@ mod tests {
                 verbs: vec![Verb::Get],
             }],
             finalizer: None,
+            webhooks: Default::default(),
+            outbound_hosts: Vec::new(),
         }
     }
 

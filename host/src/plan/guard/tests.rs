@@ -27,6 +27,8 @@ fn info(verbs: Vec<Verb>) -> PluginInfo {
             verbs,
         }],
         finalizer: None,
+        webhooks: Default::default(),
+        outbound_hosts: Vec::new(),
     }
 }
 

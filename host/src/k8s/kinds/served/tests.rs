@@ -94,6 +94,8 @@ fn info() -> PluginInfo {
             verbs: vec![Verb::Create, Verb::Delete],
         }],
         finalizer: None,
+        webhooks: Default::default(),
+        outbound_hosts: Vec::new(),
     }
 }
 
