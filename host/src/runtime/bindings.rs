@@ -95,6 +95,43 @@ impl PluginBindings {
         }
     }
 
+    /// `validate`; a 0.3.0 component has none (the host never declares its webhook).
+    pub fn call_validate(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        request: &wit::AdmissionRequest,
+    ) -> wasmtime::Result<wit::Verdict> {
+        match self {
+            Self::Current(b) => b.call_validate(store, request),
+            Self::Legacy(_) => Err(wasmtime::format_err!("contract 0.3.0 has no validate")),
+        }
+    }
+
+    /// `default`; a 0.3.0 component has none.
+    pub fn call_default(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        object: &str,
+    ) -> wasmtime::Result<Result<String, String>> {
+        match self {
+            Self::Current(b) => b.call_default(store, object),
+            Self::Legacy(_) => Err(wasmtime::format_err!("contract 0.3.0 has no default")),
+        }
+    }
+
+    /// `convert`; a 0.3.0 component has none.
+    pub fn call_convert(
+        &self,
+        store: &mut wasmtime::Store<StoreData>,
+        object: &str,
+        to_version: &str,
+    ) -> wasmtime::Result<Result<String, String>> {
+        match self {
+            Self::Current(b) => b.call_convert(store, object, to_version),
+            Self::Legacy(_) => Err(wasmtime::format_err!("contract 0.3.0 has no convert")),
+        }
+    }
+
     /// `cleanup`, in 0.4.0's types.
     pub fn call_cleanup(
         &self,
@@ -483,5 +520,50 @@ pub fn error_from_wit(e: wit::ReconcileError) -> plain::ReconcileError {
         wit::ReconcileError::InvalidSpec(s) => plain::ReconcileError::InvalidSpec(s),
         wit::ReconcileError::Transient(s) => plain::ReconcileError::Transient(s),
         wit::ReconcileError::Other(s) => plain::ReconcileError::Other(s),
+    }
+}
+
+/// An admission request in WIT form.
+pub fn admission_to_wit(r: &plain::AdmissionRequest) -> wit::AdmissionRequest {
+    wit::AdmissionRequest {
+        operation: match r.operation {
+            plain::Operation::Create => wit::Operation::Create,
+            plain::Operation::Update => wit::Operation::Update,
+            plain::Operation::Delete => wit::Operation::Delete,
+        },
+        object: r.object.as_ref().map(Value::to_string),
+        old_object: r.old_object.as_ref().map(Value::to_string),
+        user: r.user.clone(),
+        dry_run: r.dry_run,
+    }
+}
+
+/// Bytes of the strings of a verdict.
+pub fn verdict_bytes(v: &wit::Verdict) -> usize {
+    v.fields
+        .iter()
+        .map(|f| f.path.len() + f.value.as_ref().map_or(0, String::len) + f.detail.len())
+        .sum::<usize>()
+        + v.message.as_ref().map_or(0, String::len)
+        + v.warnings.iter().map(String::len).sum::<usize>()
+}
+
+/// Converts a verdict; a refused value that is not JSON is kept as a JSON string.
+pub fn verdict_from_wit(v: wit::Verdict) -> plain::Verdict {
+    plain::Verdict {
+        allowed: v.allowed,
+        fields: v
+            .fields
+            .into_iter()
+            .map(|f| plain::FieldError {
+                path: f.path,
+                value: f
+                    .value
+                    .map(|t| serde_json::from_str(&t).unwrap_or(Value::String(t))),
+                detail: f.detail,
+            })
+            .collect(),
+        message: v.message,
+        warnings: v.warnings,
     }
 }

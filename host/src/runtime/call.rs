@@ -11,7 +11,9 @@ use crate::runtime::engine::SandboxEngine;
 use crate::runtime::error::CallError;
 use crate::runtime::limits::{GuestMemory, Limits, Reservation};
 use crate::runtime::store::{CallContext, StoreData};
-use crate::runtime::types::{Observed, Plan, PluginInfo, ReconcileError};
+use crate::runtime::types::{
+    AdmissionRequest, Observed, Plan, PluginInfo, ReconcileError, Verdict,
+};
 
 /// Runs `f` against a freshly instantiated plugin in a fresh store.
 ///
@@ -159,4 +161,82 @@ pub(crate) fn call_decide(
         .ok_or(CallError::HostMemory(memory.limit()))?;
     let plan = bindings::plan_from_wit(plan).map_err(CallError::InvalidOutput)?;
     Ok((Ok(plan), Some(held)))
+}
+
+/// Calls `validate`. Its verdict may hold at most the plan byte budget of `limits`; over it,
+/// or on a trap or a timeout, the error is the caller's to turn into a refusal.
+pub(crate) fn call_validate(
+    (engine, memory): (&SandboxEngine, &Arc<GuestMemory>),
+    pre: &PluginBindingsPre<StoreData>,
+    limits: &Limits,
+    ctx: CallContext,
+    request: &AdmissionRequest,
+) -> Result<Verdict, CallError> {
+    let input = bindings::admission_to_wit(request);
+    let raw = with_instance(
+        (engine, memory),
+        pre,
+        limits,
+        ctx,
+        limits.max_plan_bytes,
+        |store, b| b.call_validate(store, &input),
+    )?;
+    if bindings::verdict_bytes(&raw) > limits.max_plan_bytes {
+        return Err(CallError::InvalidOutput(format!(
+            "the verdict holds more than {} bytes",
+            limits.max_plan_bytes
+        )));
+    }
+    Ok(bindings::verdict_from_wit(raw))
+}
+
+/// Which object transformation to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform<'a> {
+    /// `default`
+    Default,
+    /// `convert` to this version
+    Convert(&'a str),
+}
+
+/// Calls `default` or `convert` on `object`: the object it answers, parsed, or the
+/// plugin's refusal. The answer may hold at most the plan byte budget of `limits`.
+pub(crate) fn call_transform(
+    (engine, memory): (&SandboxEngine, &Arc<GuestMemory>),
+    pre: &PluginBindingsPre<StoreData>,
+    limits: &Limits,
+    ctx: CallContext,
+    transform: Transform<'_>,
+    object: &serde_json::Value,
+) -> Result<Result<serde_json::Value, String>, CallError> {
+    let input = object.to_string();
+    let raw = with_instance(
+        (engine, memory),
+        pre,
+        limits,
+        ctx,
+        limits.max_plan_bytes.max(limits.max_error_bytes),
+        |store, b| match transform {
+            Transform::Default => b.call_default(store, &input),
+            Transform::Convert(to) => b.call_convert(store, &input, to),
+        },
+    )?;
+    match raw {
+        Ok(text) => {
+            crate::runtime::footprint::of_json(&text, limits.memory_bytes)
+                .map_err(|e| CallError::InvalidOutput(format!("the object answered: {e}")))?;
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| CallError::InvalidOutput(format!("the object answered: {e}")))?;
+            if !v.is_object() {
+                return Err(CallError::InvalidOutput(
+                    "the object answered is not a JSON object".into(),
+                ));
+            }
+            Ok(Ok(v))
+        }
+        Err(why) => {
+            budget::check_error(why.len(), limits).map_err(CallError::InvalidOutput)?;
+            Ok(Err(why))
+        }
+    }
 }
