@@ -142,11 +142,10 @@ pub trait Plugin {
 
     /// Convert an object of the primary kind to `to_version` of its CRD. Called only when
     /// `info().webhooks.convert` is set; the default refuses.
-    fn convert(
-        _object: serde_json::Value,
-        to_version: &str,
-    ) -> Result<serde_json::Value, String> {
-        Err(format!("this plugin does not convert (asked for {to_version})"))
+    fn convert(_object: serde_json::Value, to_version: &str) -> Result<serde_json::Value, String> {
+        Err(format!(
+            "this plugin does not convert (asked for {to_version})"
+        ))
     }
 }
 

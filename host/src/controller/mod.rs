@@ -581,7 +581,7 @@ pub async fn run_controller(
             cache.store.clone(),
         );
         let route = Route {
-            selection: relation.selection,
+            selection: relation.selection.clone(),
             primaries: primary_store.clone(),
             primary: primary_ar.clone(),
         };

@@ -146,6 +146,7 @@ pub fn observed_for<'a>(
         related_json: Default::default(),
         now_unix_ms,
         seed,
+        ..Observed::default()
     })
 }
 

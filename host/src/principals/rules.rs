@@ -178,6 +178,8 @@ mod tests {
             }],
             permissions: perms,
             finalizer: finalizer.then(|| "example.com/cleanup".into()),
+            webhooks: Default::default(),
+            outbound_hosts: Vec::new(),
         }
     }
 

@@ -89,6 +89,7 @@ pub fn observe(
         related_json,
         now_unix_ms: jiff::Timestamp::now().as_millisecond(),
         seed: rand::random(),
+        ..Observed::default()
     };
     Ok((observed, owned))
 }

@@ -44,9 +44,10 @@ impl PluginBindingsPre<StoreData> {
             Ok(current) => Ok(Self::Current(current)),
             Err(e) => match LegacyBindingsPre::new(pre) {
                 Ok(old) => Ok(Self::Legacy(old)),
-                Err(_) => Err(e.context(
-                    "the component implements neither wasmop:plugin@0.4.0 nor @0.3.0",
-                )),
+                Err(_) => {
+                    Err(e
+                        .context("the component implements neither wasmop:plugin@0.4.0 nor @0.3.0"))
+                }
             },
         }
     }
@@ -195,10 +196,12 @@ pub fn info_from_wit(i: wit::PluginInfo) -> Result<plain::PluginInfo, String> {
                 selection: match r.selection {
                     wit::Selection::Owned => plain::Selection::Owned,
                     wit::Selection::Namespace => plain::Selection::Namespace,
-                    wit::Selection::Referenced(r) => plain::Selection::Referenced(plain::Reference {
-                        name_path: r.name_path,
-                        namespace_path: r.namespace_path,
-                    }),
+                    wit::Selection::Referenced(r) => {
+                        plain::Selection::Referenced(plain::Reference {
+                            name_path: r.name_path,
+                            namespace_path: r.namespace_path,
+                        })
+                    }
                 },
                 label_selector: r.label_selector,
                 fields: r.fields,
@@ -349,7 +352,10 @@ fn request_bytes(r: &wit::OutboundRequest) -> usize {
     r.key.len()
         + r.method.len()
         + r.url.len()
-        + r.headers.iter().map(|h| h.name.len() + h.value.len()).sum::<usize>()
+        + r.headers
+            .iter()
+            .map(|h| h.name.len() + h.value.len())
+            .sum::<usize>()
         + r.body.as_ref().map_or(0, Vec::len)
         + r.credential.as_ref().map_or(0, |c| {
             c.header.len() + c.prefix.len() + c.secret.len() + c.key.len()
