@@ -74,9 +74,9 @@ host: setup
 ## plugins: build the plugin components with the `plugin` profile (opt-level 2, LTO, stripped),
 ## plus the test-only variants
 ## (PodReplica v2 and v3, PodReplica under another name, PodReplica trapping in every
-## reconcile, a plugin that traps in info(), the hostile plugin declaring more permissions,
-## the hostile plugin watching a kind no CRD defines, for the hot-swap, identity, rollout,
-## principals and kinds tests). The variants
+## reconcile, PodReplica reading a ConfigMap it names, a plugin that traps in info(), the
+## hostile plugin declaring more permissions, the hostile plugin watching a kind no CRD
+## defines, for the hot-swap, identity, rollout, references, principals and kinds tests). The variants
 ## are built first in the same target directory (only the two crates whose features differ
 ## are recompiled) and copied aside; the shipped build comes last, so the directory ends with it.
 plugins: setup $(PLUGIN_DIR)/variants.stamp
@@ -95,6 +95,8 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_unwatchable.wasm
 	$(PLUGIN_BUILD) --features podreplica/broken
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_broken.wasm
+	$(PLUGIN_BUILD) --features podreplica/configured
+	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_configured.wasm
 	touch $@
 
 ## tools: build cosign and oras, the independent OCI tools the interop test checks wasmop

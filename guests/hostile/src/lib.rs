@@ -184,6 +184,8 @@ impl bindings::Guest for Hostile {
             status: Some(format!(r#"{{"mode":"{mode}","version":"{VERSION}"}}"#)),
             events: vec![],
             requeue_after_ms: None,
+            requires: vec![],
+            requests: vec![],
         };
         if let Some(action) = attacks::plan(&mode, &primary) {
             return Ok(Plan {
@@ -315,7 +317,30 @@ impl bindings::Guest for Hostile {
                 message: "cleanup ran before deletion".into(),
             }],
             requeue_after_ms: None,
+            requires: vec![],
+            requests: vec![],
         })
+    }
+
+    fn validate(
+        _request: bindings::wasmop::plugin::types::AdmissionRequest,
+    ) -> bindings::wasmop::plugin::types::Verdict {
+        bindings::wasmop::plugin::types::Verdict {
+            allowed: true,
+            fields: vec![],
+            message: None,
+            warnings: vec![],
+        }
+    }
+
+    fn default(object: String) -> Result<String, String> {
+        Ok(object)
+    }
+
+    fn convert(_object: String, to_version: String) -> Result<String, String> {
+        Err(format!(
+            "the hostile plugin does not convert (asked for {to_version})"
+        ))
     }
 }
 

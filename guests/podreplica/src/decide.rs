@@ -9,6 +9,20 @@ use wasmop_sdk::{Observed, Plan, ReconcileError};
 use crate::pods::{Pod, classify, is_ready, new_pod, removal_order};
 use crate::types::{MAX_SIZE, PodReplica, PodReplicaStatus};
 
+/// The relation of the ConfigMap a PodReplica names (the `configured` build).
+pub const CONFIG_RELATION: &str = "config";
+
+/// The `data.flavour` of the ConfigMap the PodReplica names, `none` without one.
+fn flavour(observed: &Observed) -> Result<String, ReconcileError> {
+    let configs = observed.related_values(CONFIG_RELATION)?;
+    Ok(configs
+        .first()
+        .and_then(|c| c.pointer("/data/flavour"))
+        .and_then(|f| f.as_str())
+        .unwrap_or("none")
+        .to_string())
+}
+
 /// Decides what to do about one PodReplica.
 pub fn reconcile(observed: &Observed) -> Result<Plan, ReconcileError> {
     let pr: PodReplica = observed.primary_as()?;
@@ -66,7 +80,12 @@ pub fn reconcile(observed: &Observed) -> Result<Plan, ReconcileError> {
     if live < size {
         return Ok(plan);
     }
-    let status = status_for(&pr, &owned.live, size, observed.now_unix_ms);
+    let flavour = if cfg!(feature = "configured") {
+        Some(flavour(observed)?)
+    } else {
+        None
+    };
+    let status = status_for(&pr, &owned.live, size, observed.now_unix_ms, flavour);
     if pr.status.as_ref() != Some(&status) {
         plan = plan.status(&status);
     }
@@ -74,7 +93,14 @@ pub fn reconcile(observed: &Observed) -> Result<Plan, ReconcileError> {
 }
 
 /// The status describing the live pods that remain after this plan's deletions.
-fn status_for(pr: &PodReplica, live: &[Pod], size: i32, now_ms: i64) -> PodReplicaStatus {
+/// `flavour`: the named ConfigMap's (the `configured` build), ending the message.
+fn status_for(
+    pr: &PodReplica,
+    live: &[Pod],
+    size: i32,
+    now_ms: i64,
+    flavour: Option<String>,
+) -> PodReplicaStatus {
     let mut pods: Vec<String> = live
         .iter()
         .filter_map(|p| p.metadata.name.clone())
@@ -98,6 +124,8 @@ fn status_for(pr: &PodReplica, live: &[Pod], size: i32, now_ms: i64) -> PodRepli
         format!("{message} (v2)")
     } else if cfg!(feature = "v3") {
         format!("{message} (v3)")
+    } else if let Some(flavour) = flavour {
+        format!("{message} (config {flavour})")
     } else {
         message
     };

@@ -26,6 +26,37 @@ pub fn primary_kind() -> KindRef {
     }
 }
 
+/// The owned pods; in the `configured` build, the ConfigMap the PodReplica names too.
+fn relations() -> Vec<Relation> {
+    let pods = Relation {
+        name: "pods".into(),
+        kind: pod_kind(),
+        selection: Selection::Owned,
+        label_selector: cfg!(feature = "v3").then(|| pods::NAME_LABEL.to_string()),
+        fields: Some(pods::READ_FIELDS.iter().map(|f| f.to_string()).collect()),
+    };
+    if !cfg!(feature = "configured") {
+        return vec![pods];
+    }
+    let configs = Relation {
+        name: decide::CONFIG_RELATION.into(),
+        kind: KindRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+            namespaced: true,
+        },
+        selection: Selection::Referenced(wasmop_sdk::Reference {
+            name_path: "spec.configRef.name".into(),
+            namespace_path: None,
+        }),
+        label_selector: None,
+        fields: Some(vec!["data".into()]),
+    };
+    vec![pods, configs]
+}
+
 impl Plugin for PodReplicaPlugin {
     fn info() -> PluginInfo {
         PluginInfo {
@@ -39,6 +70,8 @@ impl Plugin for PodReplicaPlugin {
                 concat!(env!("CARGO_PKG_VERSION"), "-v2").into()
             } else if cfg!(feature = "v3") {
                 concat!(env!("CARGO_PKG_VERSION"), "-v3").into()
+            } else if cfg!(feature = "configured") {
+                concat!(env!("CARGO_PKG_VERSION"), "-configured").into()
             } else if cfg!(feature = "broken") {
                 concat!(env!("CARGO_PKG_VERSION"), "-broken").into()
             } else {
@@ -46,13 +79,7 @@ impl Plugin for PodReplicaPlugin {
             },
             primary: primary_kind(),
             crd: Some(serde_json::to_value(PodReplica::crd()).expect("CRD serialises")),
-            relations: vec![Relation {
-                name: "pods".into(),
-                kind: pod_kind(),
-                selection: Selection::Owned,
-                label_selector: cfg!(feature = "v3").then(|| pods::NAME_LABEL.to_string()),
-                fields: Some(pods::READ_FIELDS.iter().map(|f| f.to_string()).collect()),
-            }],
+            relations: relations(),
             permissions: vec![Permission {
                 kind: pod_kind(),
                 verbs: vec![Verb::Create, Verb::Delete],

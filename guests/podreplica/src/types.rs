@@ -39,6 +39,18 @@ pub struct PodReplicaSpec {
     /// Command of the pods' container (default `sleep 3600`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// The ConfigMap whose `data.flavour` the status reports (the `configured` build).
+    #[cfg(feature = "configured")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_ref: Option<ConfigRef>,
+}
+
+/// A ConfigMap in the PodReplica's namespace, by name.
+#[cfg(feature = "configured")]
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct ConfigRef {
+    /// Its name.
+    pub name: String,
 }
 
 /// What the operator saw and did.

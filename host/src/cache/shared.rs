@@ -36,10 +36,11 @@ use tokio::sync::watch;
 
 use crate::cache::feed::feed;
 use crate::cache::guest_view::pack;
+use crate::cache::named::Named;
 use crate::cache::owners::OwnerIndex;
 use crate::k8s::kinds::{api_as, api_for, api_resource};
 use crate::observe::Fields;
-use crate::runtime::Relation;
+use crate::runtime::{Relation, Selection};
 use crate::telemetry::metrics::{CacheLabels, Metrics};
 
 /// Looks after the objects of a selection whose labels others may edit: a cache of a
@@ -94,15 +95,21 @@ struct CacheKey {
     version: String,
     plural: String,
     label_selector: Option<String>,
+    /// A referenced relation's cache is its controller's own (it holds what that
+    /// controller's primaries name): a number no other key has.
+    own: Option<u64>,
 }
 
 impl CacheKey {
     fn of(relation: &Relation) -> CacheKey {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         CacheKey {
             group: relation.kind.group.clone(),
             version: relation.kind.version.clone(),
             plural: relation.kind.plural.clone(),
             label_selector: relation.label_selector.clone(),
+            own: matches!(relation.selection, Selection::Referenced(_))
+                .then(|| NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
         }
     }
 }
@@ -189,6 +196,8 @@ pub struct KindCache {
     subscribers: Arc<Mutex<Subscribers>>,
     /// Where its events come in ([`Gate`]).
     pub gate: Gate,
+    /// A referenced relation's: who names what, and the reads that fill the cache.
+    pub named: Option<Arc<Named>>,
     task: tokio::task::AbortHandle,
     metrics: Arc<Metrics>,
     labels: CacheLabels,
@@ -221,7 +230,7 @@ fn lock(s: &Mutex<Subscribers>) -> std::sync::MutexGuard<'_, Subscribers> {
 }
 
 /// What an event of the watch goes through, in order, as one step under the [`Gate`].
-struct Intake {
+pub(crate) struct Intake {
     gate: Gate,
     writer: Writer<DynamicObject>,
     reader: Store<DynamicObject>,
@@ -232,7 +241,7 @@ struct Intake {
 impl Intake {
     /// Takes `e` into the store and the index, then shows it to every subscriber with the
     /// object as the store held it before (`held_as`: the kind's resource).
-    fn take(&mut self, e: &watcher::Event<DynamicObject>, held_as: &ApiResource) {
+    pub(crate) fn take(&mut self, e: &watcher::Event<DynamicObject>, held_as: &ApiResource) {
         let Intake {
             gate,
             writer,
@@ -252,6 +261,22 @@ impl Intake {
             for (_, on_event) in lock(subscribers).list.iter_mut() {
                 on_event(e, before.as_deref());
             }
+        })
+    }
+
+    /// Takes `e` into the store and the index without showing it to any subscriber (an
+    /// object the cache holds only while a primary names it, [`crate::cache::named`]: read
+    /// for the decision about to observe it, or let go because none names it any more).
+    pub(crate) fn take_unshown(&mut self, e: &watcher::Event<DynamicObject>) {
+        let Intake {
+            gate,
+            writer,
+            index,
+            ..
+        } = self;
+        gate.settled(|| {
+            writer.apply_watcher_event(e);
+            index.apply(e);
         })
     }
 }
@@ -291,6 +316,38 @@ impl KindCache {
             index: owners.clone(),
             subscribers: subscribers.clone(),
         };
+        if let Selection::Referenced(reference) = &relation.selection {
+            let named = Arc::new(Named::new(
+                reference.clone(),
+                kind.clone(),
+                resource.clone(),
+                client.clone(),
+                namespace.map(str::to_string),
+                packed_as,
+                Mutex::new(intake),
+                reader,
+                Box::new(move |n| {
+                    gauges
+                        .cached_objects
+                        .get_or_create(&gauge_labels)
+                        .set(n as i64);
+                }),
+            ));
+            let task = tokio::spawn(named.clone().watch(labels_watched, listed_tx));
+            return KindCache {
+                resource,
+                store,
+                owners,
+                packing,
+                listed,
+                subscribers,
+                gate,
+                named: Some(named),
+                task: task.abort_handle(),
+                metrics,
+                labels,
+            };
+        }
         // Every list is a consistent read ([`crate::cache::feed`]): a cache that starts after
         // a restart, a swap or a relist holds every write acknowledged before it, also the
         // last writes of the process or controller it replaces, which no expectation
@@ -369,6 +426,7 @@ impl KindCache {
             listed,
             subscribers,
             gate,
+            named: None,
             task: task.abort_handle(),
             metrics,
             labels,

@@ -189,6 +189,8 @@ struct Route {
     selection: Selection,
     primaries: reflector::Store<DynamicObject>,
     primary: ApiResource,
+    /// A referenced relation's index of who names what.
+    named: Option<Arc<crate::cache::named::Named>>,
 }
 
 /// The primaries a list (or relist) of a related kind concerns, queued only once the cache
@@ -220,13 +222,25 @@ impl Route {
                 .filter(|p| p.metadata.namespace.as_deref() == ns)
                 .map(|p| ObjectRef::from_obj_with(&*p, self.primary.clone()))
                 .collect(),
+            Selection::Referenced(_) => self
+                .named
+                .as_ref()
+                .map(|n| {
+                    n.naming(&(
+                        obj.metadata.namespace.clone(),
+                        obj.metadata.name.clone().unwrap_or_default(),
+                    ))
+                })
+                .unwrap_or_default(),
         }
     }
 
     /// Notes what `obj`, an object of a list, concerns.
     fn note(&self, listed: &mut Listed, obj: &DynamicObject) {
         match self.selection {
-            Selection::Owned => listed.owners.extend(self.primaries_of(obj)),
+            Selection::Owned | Selection::Referenced(_) => {
+                listed.owners.extend(self.primaries_of(obj))
+            }
             Selection::Namespace => {
                 listed.namespaces.insert(obj.metadata.namespace.clone());
             }
@@ -423,19 +437,24 @@ impl Holding {
 }
 
 /// What the primary cache's events tell about objects that leave it (deleted, or no longer
-/// labelled for this shard): what they waited for, whether they were taken over and their
-/// backoff are forgotten. A relist forgets who was taken over (an object may have left and
+/// labelled for this shard): what they waited for, whether they were taken over, their
+/// backoff and the objects they named are forgotten. A relist forgets who was taken over (an object may have left and
 /// come back unseen during the gap).
 fn departures(
     expectations: Arc<Expectations>,
     sighted: Arc<crate::reconcile::handover::Sighted>,
     backoff: Arc<Backoff>,
+    (named, primary): (Vec<Arc<crate::cache::named::Named>>, ApiResource),
 ) -> impl Fn(&Result<watcher::Event<DynamicObject>, watcher::Error>) {
     move |event| match event {
         Ok(watcher::Event::Delete(o)) => {
             let uid = o.metadata.uid.as_deref().unwrap_or_default();
             expectations.forget(uid);
             sighted.left(uid);
+            let at = ObjectRef::from_obj_with(o, primary.clone());
+            for n in &named {
+                n.release(&at);
+            }
             backoff.succeeded(&crate::expect::triggers::key_of(
                 o.metadata.namespace.as_deref(),
                 o.metadata.name.as_deref().unwrap_or_default(),
@@ -541,7 +560,13 @@ pub async fn run_controller(
     let primary_gate = crate::cache::shared::Gate::default();
     let primaries = {
         let gate = primary_gate.clone();
-        let departed = departures(expectations.clone(), sighted.clone(), backoff.clone());
+        let named = caches.iter().filter_map(|c| c.named.clone()).collect();
+        let departed = departures(
+            expectations.clone(),
+            sighted.clone(),
+            backoff.clone(),
+            (named, primary_ar.clone()),
+        );
         let mut news = primary_news(
             expectations.clone(),
             triggers.clone(),
@@ -584,6 +609,7 @@ pub async fn run_controller(
             selection: relation.selection.clone(),
             primaries: primary_store.clone(),
             primary: primary_ar.clone(),
+            named: cache.named.clone(),
         };
         let asked = triggers.clone();
         let waiting = expectations.clone();
@@ -665,6 +691,7 @@ pub async fn run_controller(
             selector: selector_of(relation),
             owners: cache.owners.clone(),
             gate: cache.gate.clone(),
+            named: cache.named.clone(),
         });
     }
 
@@ -1096,6 +1123,7 @@ mod tests {
             selection,
             primaries: writer.as_reader(),
             primary: ar.clone(),
+            named: None,
         };
         let sorted = |mut v: Vec<ObjectRef<DynamicObject>>| {
             v.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::observe::fields::Fields;
 use crate::observe::labels::LabelSelector;
 use crate::observe::trim::trim_for_guest;
-use crate::runtime::{Observed, PluginInfo, Relation, Selection};
+use crate::runtime::{Observed, PluginInfo, Reference, Relation, Selection};
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
@@ -54,14 +54,26 @@ pub fn in_relation(
         return false;
     }
     let ns = str_at(primary, "/metadata/namespace");
-    if relation.kind.namespaced && str_at(object, "/metadata/namespace") != ns {
+    let by_name = matches!(relation.selection, Selection::Referenced(_));
+    if relation.kind.namespaced && !by_name && str_at(object, "/metadata/namespace") != ns {
         return false;
     }
-    let selected = match relation.selection {
+    let selected = match &relation.selection {
         Selection::Owned => {
             str_at(primary, "/metadata/uid").is_some_and(|uid| is_controlled_by(object, uid))
         }
         Selection::Namespace => true,
+        Selection::Referenced(to) => {
+            let named = (
+                str_at(object, "/metadata/namespace")
+                    .filter(|_| relation.kind.namespaced)
+                    .map(str::to_string),
+                str_at(object, "/metadata/name")
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            referenced_names(to, relation.kind.namespaced, primary).contains(&named)
+        }
     };
     selected && selector.matches(&labels_of(object))
 }
@@ -69,6 +81,8 @@ pub fn in_relation(
 /// A cheap necessary condition for [`in_relation`] on an object's metadata alone (the
 /// selection rule and the label selector), so that a cache of thousands of objects is not
 /// serialised whole for each decision: only objects that pass are converted and checked.
+/// A referenced object passes whatever its name: its candidates are the ones the primary
+/// names ([`referenced_names`]), chosen before.
 pub fn may_relate(
     relation: &Relation,
     selector: &LabelSelector,
@@ -82,7 +96,7 @@ pub fn may_relate(
             .unwrap_or_default()
             .iter()
             .any(|r| r.controller == Some(true) && r.uid == primary_uid),
-        Selection::Namespace => true,
+        Selection::Namespace | Selection::Referenced(_) => true,
     };
     selected && selector.matches(meta.labels.as_ref().unwrap_or(&BTreeMap::new()))
 }
@@ -96,8 +110,83 @@ pub fn relates_by_metadata(
     primary_namespace: Option<&str>,
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> bool {
-    (!relation.kind.namespaced || meta.namespace.as_deref() == primary_namespace)
+    let by_name = matches!(relation.selection, Selection::Referenced(_));
+    (!relation.kind.namespaced || by_name || meta.namespace.as_deref() == primary_namespace)
         && may_relate(relation, selector, primary_uid, meta)
+}
+
+/// The values at the dot-separated `path` under `v`, a list on the way giving one value per
+/// item (`spec.volumes.secret.secretName`).
+fn values_at<'a>(v: &'a Value, path: &[&str]) -> Vec<&'a Value> {
+    let Some((first, rest)) = path.split_first() else {
+        return match v {
+            Value::Array(items) => items.iter().collect(),
+            _ => vec![v],
+        };
+    };
+    match v {
+        Value::Array(items) => items.iter().flat_map(|i| values_at(i, path)).collect(),
+        Value::Object(m) => m.get(*first).map_or_else(Vec::new, |n| values_at(n, rest)),
+        _ => Vec::new(),
+    }
+}
+
+/// The objects `primary` names through `reference`, each as (namespace, name): the
+/// namespace read beside the name (from the same list item when the path goes through a
+/// list), else the primary's; `None` for a cluster-scoped kind (`namespaced` false). An
+/// empty or absent name names nothing; the list is sorted, without repeats.
+pub fn referenced_names(
+    reference: &Reference,
+    namespaced: bool,
+    primary: &Value,
+) -> Vec<(Option<String>, String)> {
+    let name_path: Vec<&str> = reference.name_path.split('.').collect();
+    let ns_path: Vec<&str> = reference
+        .namespace_path
+        .as_deref()
+        .map(|p| p.split('.').collect())
+        .unwrap_or_default();
+    let shared = if ns_path.is_empty() {
+        name_path.len().saturating_sub(1)
+    } else {
+        name_path
+            .iter()
+            .zip(&ns_path)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(name_path.len() - 1)
+            .min(ns_path.len() - 1)
+    };
+    let own_ns = str_at(primary, "/metadata/namespace").map(str::to_string);
+    let mut out = Vec::new();
+    for item in values_at(primary, &name_path[..shared]) {
+        let items: Vec<&Value> = match item {
+            Value::Array(items) => items.iter().collect(),
+            _ => vec![item],
+        };
+        for item in items {
+            let ns = if !namespaced {
+                None
+            } else if ns_path.is_empty() {
+                own_ns.clone()
+            } else {
+                values_at(item, &ns_path[shared..])
+                    .first()
+                    .and_then(|v| v.as_str())
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .or_else(|| own_ns.clone())
+            };
+            for name in values_at(item, &name_path[shared..]) {
+                if let Some(name) = name.as_str().filter(|s| !s.is_empty()) {
+                    out.push((ns.clone(), name.to_string()));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The parsed label selector of a relation (empty when it declares none); an error names
@@ -258,5 +347,81 @@ mod tests {
                 assert!(chosen.iter().all(|n| n.starts_with("mine")), "{chosen:?}");
             }
         }
+    }
+
+    fn reference(name: &str, ns: Option<&str>) -> Reference {
+        Reference {
+            name_path: name.into(),
+            namespace_path: ns.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_reference_names_one_object_per_field_or_list_item() {
+        let primary = json!({"metadata": {"name": "x", "namespace": "a"}, "spec": {
+            "configRef": {"name": "settings"},
+            "volumes": [{"secret": {"secretName": "s1"}}, {"emptyDir": {}},
+                        {"secret": {"secretName": "s2"}}, {"secret": {"secretName": ""}}],
+            "refs": [{"name": "r1", "namespace": "b"}, {"name": "r2"}, {"name": "r1", "namespace": "b"}],
+        }});
+        let names = |r: Reference, namespaced: bool| referenced_names(&r, namespaced, &primary);
+        let at = |ns: &str, n: &str| (Some(ns.to_string()), n.to_string());
+        assert_eq!(
+            names(reference("spec.configRef.name", None), true),
+            [at("a", "settings")]
+        );
+        assert_eq!(
+            names(reference("spec.volumes.secret.secretName", None), true),
+            [at("a", "s1"), at("a", "s2")],
+            "one per list item, the empty name naming none"
+        );
+        assert_eq!(
+            names(
+                reference("spec.refs.name", Some("spec.refs.namespace")),
+                true
+            ),
+            [at("a", "r2"), at("b", "r1")],
+            "the namespace read from the same item, else the primary's; no repeats"
+        );
+        assert_eq!(
+            names(
+                reference("spec.configRef.name", Some("spec.nowhere")),
+                false
+            ),
+            [(None, "settings".to_string())],
+            "a cluster-scoped kind has no namespace"
+        );
+        assert!(names(reference("spec.missing.name", None), true).is_empty());
+        assert!(
+            names(reference("spec.configRef", None), true).is_empty(),
+            "not a string"
+        );
+    }
+
+    #[test]
+    fn a_referenced_relation_selects_the_named_objects_in_any_namespace() {
+        let primary = json!({"metadata": {"name": "x", "namespace": "a", "uid": "U"},
+            "spec": {"refs": [{"name": "one"}, {"name": "two", "namespace": "b"}]}});
+        let relation = pods(
+            Selection::Referenced(reference("spec.refs.name", Some("spec.refs.namespace"))),
+            None,
+        );
+        let chosen: Vec<_> = [
+            pod("one", "a", None, "web"),
+            pod("two", "b", None, "web"),
+            pod("two", "a", None, "web"),
+            pod("three", "a", Some("U"), "web"),
+        ]
+        .into_iter()
+        .filter(|o| in_relation(&relation, &LabelSelector::default(), &primary, o))
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["metadata"]["namespace"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+        assert_eq!(chosen, ["a/one", "b/two"]);
     }
 }

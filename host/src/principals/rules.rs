@@ -125,7 +125,8 @@ pub fn plugin_rules(info: &PluginInfo) -> Vec<Rule> {
 }
 
 /// What the host's own ServiceAccount needs to run the plugin: list and watch its primary
-/// kind and every related kind, and patch the objects of owned kinds (it labels owned
+/// kind and every related kind (get too for a referenced one: it reads the objects
+/// primaries name, watching only the kind's metadata), and patch the objects of owned kinds (it labels owned
 /// objects made before it labelled what it makes with their controller,
 /// [`crate::shards::migrate`]); with `sharding`, patch the primaries too (the shard labels:
 /// the assignment, the drain and its acknowledgement, owned objects following their owner
@@ -138,12 +139,14 @@ pub fn host_rules(info: &PluginInfo, sharding: bool) -> Vec<Rule> {
         &mut rules,
         Rule::new(&info.primary, None, if sharding { label } else { watch }),
     );
+    let read: &[&'static str] = &["get", "list", "watch"];
     for r in &info.relations {
-        let owned = r.selection == crate::runtime::Selection::Owned;
-        add(
-            &mut rules,
-            Rule::new(&r.kind, None, if owned { label } else { watch }),
-        );
+        let verbs = match r.selection {
+            crate::runtime::Selection::Owned => label,
+            crate::runtime::Selection::Namespace => watch,
+            crate::runtime::Selection::Referenced(_) => read,
+        };
+        add(&mut rules, Rule::new(&r.kind, None, verbs));
     }
     rules
 }

@@ -59,6 +59,8 @@ pub struct RelatedCache {
     pub owners: Arc<crate::cache::owners::OwnerIndex>,
     /// Where the cache's events come in: the plan's own writes are recorded under it.
     pub gate: crate::cache::shared::Gate,
+    /// A referenced relation's index of who names what, and its reads.
+    pub named: Option<Arc<crate::cache::named::Named>>,
 }
 
 /// Shared by the reconciles of one plugin.

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -354,6 +355,13 @@ async fn reconcile_with(
         Prepared::Decide(entry) => entry,
         Prepared::Done(action) => return Ok(action),
     };
+    // What the primary names now, read before the changes that asked are answered.
+    let at = ObjectRef::from_obj_with(obj, ctx.primary.clone());
+    for c in &ctx.related {
+        if let Some(named) = &c.named {
+            named.want(&at, &primary).await.map_err(Failure::Other)?;
+        }
+    }
     // The changes that asked for a decision until now are answered by this one.
     let asked = ctx.triggers.take(key);
     ctx.holds.answered(key);

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::cache::guest_view::guest_json;
 use crate::cache::owners::controller_uid;
+use crate::observe::select::referenced_names;
 use crate::observe::{relates_by_metadata, trim_for_guest};
 use crate::plan::guard::PrimaryRef;
 use crate::reconcile::context::Context;
@@ -33,6 +34,7 @@ type Related = BTreeMap<String, Vec<String>>;
 /// the same answers).
 fn related_of(
     ctx: &Context,
+    primary: &Value,
     uid: &str,
     ns: Option<&str>,
 ) -> Result<(Related, HashSet<String>), String> {
@@ -42,7 +44,7 @@ fn related_of(
         let selector = cache.selector.as_ref().map_err(Clone::clone)?;
         let chosen = related.entry(cache.relation.name.clone()).or_default();
         // An owned relation reads only the objects its index lists for this primary.
-        let candidates = match cache.relation.selection {
+        let candidates = match &cache.relation.selection {
             Selection::Owned => cache
                 .owners
                 .controlled_by(uid)
@@ -56,6 +58,19 @@ fn related_of(
                 })
                 .collect(),
             Selection::Namespace => cache.store.state(),
+            // The objects it names, read into the cache before this decision.
+            Selection::Referenced(to) => {
+                referenced_names(to, cache.relation.kind.namespaced, primary)
+                    .into_iter()
+                    .filter_map(|(ns, name)| {
+                        let r = ObjectRef::new_with(&name, cache.resource.clone());
+                        cache.store.get(&match ns {
+                            Some(ns) => r.within(&ns),
+                            None => r,
+                        })
+                    })
+                    .collect()
+            }
         };
         for obj in candidates {
             if !relates_by_metadata(&cache.relation, selector, uid, ns, &obj.metadata) {
@@ -82,7 +97,7 @@ pub fn observe(
     primary: &Value,
     pref: &PrimaryRef,
 ) -> Result<(Observed, HashSet<String>), String> {
-    let (related_json, owned) = related_of(ctx, &pref.uid, pref.namespace.as_deref())?;
+    let (related_json, owned) = related_of(ctx, primary, &pref.uid, pref.namespace.as_deref())?;
     let observed = Observed {
         primary: trim_for_guest(primary.clone()),
         related: Default::default(),

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::runtime::types::{KindRef, PluginInfo};
+use crate::runtime::types::{KindRef, PluginInfo, Selection};
 
 /// Whether `s` is a DNS-1123 label (lowercase alphanumerics and '-', at most 63).
 pub fn is_dns_label(s: &str) -> bool {
@@ -48,6 +48,11 @@ pub fn validate_info(info: &PluginInfo) -> Result<(), String> {
         check_kind(&format!("relation `{}`", r.name), &r.kind)?;
         for path in r.fields.iter().flatten() {
             check_path(path).map_err(|e| format!("relation `{}`: {e}", r.name))?;
+        }
+        if let Selection::Referenced(to) = &r.selection {
+            for path in std::iter::once(&to.name_path).chain(&to.namespace_path) {
+                check_path(path).map_err(|e| format!("relation `{}`: reference: {e}", r.name))?;
+            }
         }
     }
     for p in &info.permissions {
@@ -190,6 +195,19 @@ mod tests {
         let mut i = info();
         i.permissions[0].verbs.clear();
         assert!(validate_info(&i).unwrap_err().contains("no verbs"));
+        let mut i = info();
+        i.relations.push(crate::runtime::pod_relation(
+            Selection::Referenced(crate::runtime::Reference {
+                name_path: "spec..name".into(),
+                namespace_path: None,
+            }),
+            None,
+        ));
+        assert!(
+            validate_info(&i)
+                .unwrap_err()
+                .contains("relation `pods`: reference: field path `spec..name`")
+        );
     }
 
     #[test]

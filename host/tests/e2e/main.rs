@@ -24,6 +24,7 @@ mod podreplica;
 mod polyglot;
 mod principals;
 mod progress;
+mod references;
 mod restart;
 mod rollout;
 mod scaffold;
