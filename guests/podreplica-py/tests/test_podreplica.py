@@ -5,7 +5,7 @@ import pytest
 from podreplica import PodReplica
 from podreplica.decide import reconcile
 from podreplica.pods import NAME_LABEL, removal_order
-from wasmop_sdk import InvalidSpec, Observed, Verb
+from wasmop_sdk import InvalidSpec, Observed, Verb, Webhooks
 
 NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -103,3 +103,4 @@ def test_info_declares_owned_pods_and_only_create_delete():
     assert info.relations[0].fields == ["status.phase", "status.conditions"]
     assert info.permissions[0].verbs == [Verb.CREATE, Verb.DELETE]
     assert info.crd["spec"]["names"]["shortNames"] == ["pr"]
+    assert info.webhooks == Webhooks() and info.outbound_hosts == []

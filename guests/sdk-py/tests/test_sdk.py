@@ -4,7 +4,28 @@ import json
 
 import pytest
 
-from wasmop_sdk import InvalidSpec, Observed, Plan, ReconcileFailed
+from wasmop_sdk import (
+    Answer,
+    ByLabels,
+    ByName,
+    Failed,
+    FieldError,
+    InvalidSpec,
+    KindRef,
+    Observed,
+    OutboundRequest,
+    Plan,
+    PluginInfo,
+    ReconcileFailed,
+    Reference,
+    Refused,
+    Relation,
+    Requirement,
+    Response,
+    Selection,
+    Verdict,
+    Webhooks,
+)
 from wasmop_sdk.conditions import condition, set_condition
 from wasmop_sdk.k8s import (
     Identity,
@@ -103,3 +124,73 @@ def test_observed_parses_what_the_host_sends():
 
 def test_errors_are_exceptions_of_one_family():
     assert issubclass(InvalidSpec, Exception)
+
+
+SECRET = KindRef("", "v1", "Secret", "secrets", True)
+
+
+def test_plugin_info_declares_no_webhook_and_no_host_by_default():
+    info = PluginInfo("p", "1", SECRET)
+    assert info.webhooks == Webhooks(validate=False, default=False, convert=False)
+    assert info.outbound_hosts == []
+    assert PluginInfo("q", "1", SECRET).webhooks is not info.webhooks
+
+
+def test_a_referenced_relation_names_its_paths():
+    r = Relation("config", SECRET, Selection.referenced("spec.configRef.name"))
+    assert r.selection == Reference("spec.configRef.name", None)
+    assert Selection.referenced("a.name", "a.namespace").namespace_path == "a.namespace"
+    assert Relation("pods", SECRET).selection is Selection.OWNED
+    assert [s.name for s in Selection] == ["OWNED", "NAMESPACE"]  # `referenced` is no member
+
+
+def test_plan_builder_carries_requirements_and_requests_in_order():
+    plan = (
+        Plan()
+        .require(Requirement("config", SECRET, ByName("c")))
+        .request(OutboundRequest("k1", "GET", "https://api.example.com/a"))
+        .require(Requirement("all", SECRET, ByLabels("app=web"), namespace="other"))
+        .request(OutboundRequest("k2", "POST", "https://api.example.com/b", body=b"{}"))
+    )
+    assert [(r.name, r.matching, r.namespace) for r in plan.requires] == [
+        ("config", ByName("c"), None),
+        ("all", ByLabels("app=web"), "other"),
+    ]
+    assert [(r.key, r.method, r.body) for r in plan.requests] == [
+        ("k1", "GET", None),
+        ("k2", "POST", b"{}"),
+    ]
+    first = plan.requests[0]
+    assert (first.headers, first.credential, first.idempotency_key) == ([], None, None)
+    assert (first.retry, first.keep_headers) == (False, [])
+    assert Plan().requires == [] and Plan().requests == []
+
+
+def test_observed_holds_required_objects_and_answers_by_key():
+    ok = Answer("a", Response(200, body=b"{}"), 5)
+    o = Observed.from_json(
+        "{}",
+        [],
+        0,
+        0,
+        required=[("config", ['{"kind": "Secret"}'])],
+        answers=[ok, Answer("b", Refused("not granted"))],
+    )
+    assert o.required == {"config": [{"kind": "Secret"}]}
+    assert o.answer("a") is ok and o.answer("b").outcome == Refused("not granted")
+    assert o.answer("c") is None
+    bare = Observed({"kind": "K"})
+    assert bare.required == {} and bare.answers == [] and bare.answer("a") is None
+    with pytest.raises(ReconcileFailed, match="malformed JSON"):
+        Observed.from_json("{}", [], 0, 0, required=[("config", ["{"])])
+    assert Failed("timeout") != Refused("timeout")
+
+
+def test_verdicts_allow_deny_or_blame_fields_with_warnings():
+    assert Verdict.allow() == Verdict(True, [], None, [])
+    denied = Verdict.deny("no").warn("careful").warn("really")
+    assert (denied.allowed, denied.message, denied.warnings) == (False, "no", ["careful", "really"])
+    blamed = Verdict.invalid(FieldError("spec.a", "too big", 7), FieldError("spec.b", "missing"))
+    assert not blamed.allowed and blamed.message is None
+    assert [(f.path, f.value) for f in blamed.fields] == [("spec.a", 7), ("spec.b", None)]
+    assert Verdict.allow().warnings is not Verdict.allow().warnings

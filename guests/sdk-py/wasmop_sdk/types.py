@@ -1,21 +1,42 @@
 """The contract's values in plain Python: what a plugin declares, what it observes, what it
-decides. They mirror the records of ``wit/plugin.wit``; objects are dicts."""
+decides. They mirror the records of ``wit/plugin.wit``; objects are dicts. A variant with
+values is a union of dataclasses (:data:`Action`, :data:`Matching`, :data:`Outcome`)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Optional, Union
+
+
+@dataclass
+class Reference:
+    """Where a primary object names other objects: the dot-separated path of a field that
+    holds a name (``spec.configRef.name``). A path through a list names one object per item;
+    an empty or absent field names none. ``namespace_path`` is the path of a namespace beside
+    it; ``None``: the primary's namespace."""
+
+    name_path: str
+    namespace_path: Optional[str] = None
 
 
 class Selection(Enum):
-    """How the related objects of one relation are chosen for a primary object."""
+    """How the related objects of one relation are chosen for a primary object:
+    ``Selection.OWNED``, ``Selection.NAMESPACE``, or the objects the primary names (a
+    :class:`Reference`, made by :meth:`Selection.referenced`)."""
 
     #: Objects whose controller ownerReference points at the primary object.
     OWNED = "owned"
     #: Every object of the kind in the primary object's namespace.
     NAMESPACE = "namespace"
+
+    @staticmethod
+    def referenced(name_path: str, namespace_path: Optional[str] = None) -> Reference:
+        """The objects the primary names in the field at ``name_path`` (and, for another
+        namespace, the one at ``namespace_path``). The host caches only objects some primary
+        names."""
+        return Reference(name_path, namespace_path)
 
 
 class Verb(Enum):
@@ -57,7 +78,7 @@ class Relation:
 
     name: str
     kind: KindRef
-    selection: Selection = Selection.OWNED
+    selection: Union[Selection, Reference] = Selection.OWNED
     label_selector: Optional[str] = None
     fields: Optional[list[str]] = None
 
@@ -71,8 +92,21 @@ class Permission:
 
 
 @dataclass
+class Webhooks:
+    """Which of ``validate``, ``default`` and ``convert`` the plugin implements: the host
+    serves each as a webhook of the primary kind, and only those declared."""
+
+    validate: bool = False
+    default: bool = False
+    convert: bool = False
+
+
+@dataclass
 class PluginInfo:
-    """What a plugin declares about itself; the host validates it when loading."""
+    """What a plugin declares about itself; the host validates it when loading.
+
+    ``outbound_hosts`` are the hosts outside the cluster its plans may send requests to,
+    each ``scheme://host[:port]``; an admin still has to grant them."""
 
     name: str
     version: str
@@ -81,6 +115,8 @@ class PluginInfo:
     relations: list[Relation] = field(default_factory=list)
     permissions: list[Permission] = field(default_factory=list)
     finalizer: Optional[str] = None
+    webhooks: Webhooks = field(default_factory=Webhooks)
+    outbound_hosts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -121,6 +157,76 @@ class Event:
 
 
 @dataclass
+class ByName:
+    """A requirement's object of this name."""
+
+    name: str
+
+
+@dataclass
+class ByLabels:
+    """A requirement's objects with these labels (Kubernetes selector syntax)."""
+
+    selector: str
+
+
+Matching = Union[ByName, ByLabels]
+
+
+@dataclass
+class Requirement:
+    """Objects a decision needs that no relation selects: the host reads them and decides
+    again with them in ``observed.required[name]`` (read, not watched). The plugin needs
+    ``get`` (by name) or ``list`` (by labels) on the kind; ``namespace`` ``None`` is the
+    primary's."""
+
+    name: str
+    kind: KindRef
+    matching: Matching
+    namespace: Optional[str] = None
+
+
+@dataclass
+class Header:
+    """One HTTP header."""
+
+    name: str
+    value: str
+
+
+@dataclass
+class Credential:
+    """A header the host fills from key ``key`` of Secret ``secret`` (in the primary's
+    namespace, which the plugin must be granted ``get`` on), after ``prefix``
+    (``Bearer ``): the plugin never sees the value."""
+
+    header: str
+    secret: str
+    key: str
+    prefix: str = ""
+
+
+@dataclass
+class OutboundRequest:
+    """A request to a host outside the cluster, sent after the plan's writes; its answer
+    comes back in ``observed.answers`` under ``key``. While an answer is held under a key,
+    a request with that key is not sent again; a plan without the key lets the answer go.
+
+    ``retry`` lets the host send it again after a failure; ``keep_headers`` names the
+    response headers the answer keeps."""
+
+    key: str
+    method: str
+    url: str
+    headers: list[Header] = field(default_factory=list)
+    body: Optional[bytes] = None
+    credential: Optional[Credential] = None
+    idempotency_key: Optional[str] = None
+    retry: bool = False
+    keep_headers: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Plan:
     """The decision of one reconcile, built step by step::
 
@@ -131,6 +237,8 @@ class Plan:
     status: Optional[dict[str, Any]] = None
     events: list[Event] = field(default_factory=list)
     requeue_after_ms: Optional[int] = None
+    requires: list[Requirement] = field(default_factory=list)
+    requests: list[OutboundRequest] = field(default_factory=list)
 
     def apply(self, obj: dict[str, Any]) -> "Plan":
         """Adds a server-side apply of ``obj``."""
@@ -162,6 +270,17 @@ class Plan:
         self.requeue_after_ms = ms
         return self
 
+    def require(self, requirement: Requirement) -> "Plan":
+        """Asks for objects no relation selects. When they are not those observed, the host
+        reads them and decides again, this plan unused."""
+        self.requires.append(requirement)
+        return self
+
+    def request(self, request: OutboundRequest) -> "Plan":
+        """Adds a request outside the cluster, sent after the writes."""
+        self.requests.append(request)
+        return self
+
     def applied(self) -> list[dict[str, Any]]:
         """The objects this plan applies, in order (for tests)."""
         return [a.object for a in self.actions if isinstance(a, Apply)]
@@ -188,30 +307,153 @@ class ReconcileFailed(ReconcileError):
 
 
 @dataclass
+class Response:
+    """A response from outside the cluster: the status, the headers asked for in
+    ``keep_headers``, the body (at most the host's cap; ``truncated`` if cut)."""
+
+    status: int
+    headers: list[Header] = field(default_factory=list)
+    body: bytes = b""
+    truncated: bool = False
+
+
+@dataclass
+class Refused:
+    """The host refused to send a request: the rule that refused it."""
+
+    reason: str
+
+
+@dataclass
+class Failed:
+    """A request was sent, or tried, and failed: timeout, connection, TLS."""
+
+    reason: str
+
+
+Outcome = Union[Response, Refused, Failed]
+
+
+@dataclass
+class Answer:
+    """What came of the request under ``key``, and when (ms since the epoch)."""
+
+    key: str
+    outcome: Outcome
+    at_unix_ms: int = 0
+
+
+@dataclass
 class Observed:
     """Everything a decision may depend on: the primary object, the related objects by
-    relation name, the host's time (ms since the epoch) and a seed."""
+    relation name, the host's time (ms since the epoch) and a seed; the objects the plan's
+    requirements brought, by requirement name (absent before the host read them), and the
+    answers to the requests earlier plans sent."""
 
     primary: dict[str, Any]
     related: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     now_unix_ms: int = 0
     seed: int = 0
+    required: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    answers: list[Answer] = field(default_factory=list)
 
     def objects(self, relation: str) -> list[dict[str, Any]]:
         """The related objects of ``relation`` (none when the host sent none)."""
         return self.related.get(relation, [])
 
+    def answer(self, key: str) -> Optional[Answer]:
+        """The answer held under ``key``, if any."""
+        return next((a for a in self.answers if a.key == key), None)
+
     @staticmethod
     def from_json(
-        primary: str, related: list[tuple[str, list[str]]], now_unix_ms: int, seed: int
+        primary: str,
+        related: list[tuple[str, list[str]]],
+        now_unix_ms: int,
+        seed: int,
+        required: Iterable[tuple[str, list[str]]] = (),
+        answers: Iterable[Answer] = (),
     ) -> "Observed":
         """Parses the JSON the host sends."""
         try:
             return Observed(
                 primary=json.loads(primary),
-                related={name: [json.loads(o) for o in objs] for name, objs in related},
+                related=_parse_groups(related),
                 now_unix_ms=now_unix_ms,
                 seed=seed,
+                required=_parse_groups(required),
+                answers=list(answers),
             )
         except ValueError as e:
             raise ReconcileFailed(f"host sent malformed JSON: {e}") from e
+
+
+def _parse_groups(groups: Iterable[tuple[str, list[str]]]) -> dict[str, list[dict[str, Any]]]:
+    return {name: [json.loads(o) for o in objs] for name, objs in groups}
+
+
+class Operation(Enum):
+    """What is asked of the admission webhook."""
+
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+
+
+@dataclass
+class AdmissionRequest:
+    """A create, update or delete of an object of the primary kind, to be allowed or not:
+    the object as it would be stored (``None`` on delete), the object before (on update and
+    delete), the user asking, and whether nothing will be stored (a dry run)."""
+
+    operation: Operation
+    object: Optional[dict[str, Any]] = None
+    old_object: Optional[dict[str, Any]] = None
+    user: str = ""
+    dry_run: bool = False
+
+
+@dataclass
+class FieldError:
+    """What is wrong with the field at ``path`` (``spec.schedule``): ``detail`` says why;
+    ``value`` is the value refused, ``None`` to leave it out of the message."""
+
+    path: str
+    detail: str
+    value: Any = None
+
+
+@dataclass
+class Verdict:
+    """The answer of ``validate``: whether the operation may go on; for a refusal, what is
+    wrong with which field, or a message; warnings shown to the client either way."""
+
+    allowed: bool
+    fields: list[FieldError] = field(default_factory=list)
+    message: Optional[str] = None
+    warnings: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def allow() -> "Verdict":
+        """Allowed."""
+        return Verdict(True)
+
+    @staticmethod
+    def invalid(*fields: FieldError) -> "Verdict":
+        """Refused for these fields (worded as the API server words an invalid object)."""
+        return Verdict(False, fields=list(fields))
+
+    @staticmethod
+    def deny(message: str) -> "Verdict":
+        """Refused with a message, no field to blame."""
+        return Verdict(False, message=message)
+
+    def warn(self, warning: str) -> "Verdict":
+        """Adds a warning shown to the client."""
+        self.warnings.append(warning)
+        return self
+
+
+class Rejected(Exception):
+    """Raised by a plugin's ``default`` or ``convert``: the operation is refused with this
+    message."""
