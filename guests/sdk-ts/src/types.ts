@@ -4,6 +4,9 @@
  * objects as parsed from JSON.
  */
 
+import type { AdmissionRequest, Verdict } from "./admission.js";
+import type { Answer, OutboundRequest } from "./effect.js";
+
 /** A Kubernetes object as the host sends it (parsed JSON). */
 // biome-ignore lint: any JSON object
 export type K8sObject = Record<string, any>;
@@ -22,9 +25,18 @@ export interface KindRef {
   namespaced: boolean;
 }
 
+/** Where a primary object names other objects: the dot-separated path of a field that holds
+ * a name (`spec.configRef.name`); a path through a list names one object per item. */
+export interface Reference {
+  namePath: string;
+  /** The path of a namespace beside it; absent: the primary's namespace. */
+  namespacePath?: string;
+}
+
 /** How the related objects of one relation are chosen: `owned` (their controller is the
- * primary object) or `namespace` (every object of the kind in its namespace). */
-export type Selection = "owned" | "namespace";
+ * primary object), `namespace` (every object of the kind in its namespace) or
+ * `{ referenced: { namePath } }` (the objects the primary names). */
+export type Selection = "owned" | "namespace" | { referenced: Reference };
 
 /** A kind the plugin wants to see next to each primary object, under `name`. */
 export interface Relation {
@@ -59,6 +71,36 @@ export interface PluginInfo {
   permissions: Permission[];
   /** With a finalizer, the host calls `cleanup` before the object goes. */
   finalizer?: string;
+  /** Which of `validate`, `default` and `convert` the host serves as webhooks; absent: none. */
+  webhooks?: Webhooks;
+  /** Hosts outside the cluster the plans may send requests to, each `scheme://host[:port]`
+   * (an admin grants them); absent: none. */
+  outboundHosts?: string[];
+}
+
+/** The admission and conversion exports a plugin implements; an absent member is false. */
+export interface Webhooks {
+  /** `validate` decides every create, update and delete of the primary kind. */
+  validate?: boolean;
+  /** `default` fills in an object of the primary kind on create and update. */
+  default?: boolean;
+  /** `convert` converts the primary kind between the versions of the CRD. */
+  convert?: boolean;
+}
+
+/** Which objects of a kind a requirement selects: one by name, or those with these labels
+ * (Kubernetes selector syntax). */
+export type Matching = { name: string } | { labels: string };
+
+/** Objects a decision needs that no relation selects: the host reads them and decides again,
+ * with them in `observed.required` under `name`. */
+export interface Requirement {
+  name: string;
+  /** Their kind; the plugin needs `get` (by name) or `list` (by labels) on it. */
+  kind: KindRef;
+  /** Their namespace; absent: the primary's. */
+  namespace?: string;
+  matching: Matching;
 }
 
 /** One object to delete; with `uid` set, only an object with exactly that UID. */
@@ -87,6 +129,10 @@ export class Plan {
   status?: K8sObject;
   events: Event[] = [];
   requeueAfterMs?: number;
+  /** Objects this decision needs (see `require`). */
+  requires: Requirement[] = [];
+  /** Requests outside the cluster (see `request`). */
+  requests: OutboundRequest[] = [];
 
   /** Adds a server-side apply of `object`. */
   apply(object: K8sObject): this {
@@ -124,6 +170,19 @@ export class Plan {
     return this;
   }
 
+  /** Asks for objects no relation selects; the host reads them and decides again. */
+  require(requirement: Requirement): this {
+    this.requires.push(requirement);
+    return this;
+  }
+
+  /** Sends a request outside the cluster after the writes; its answer comes back under its
+   * key. */
+  request(request: OutboundRequest): this {
+    this.requests.push(request);
+    return this;
+  }
+
   /** The objects this plan applies, in order (for tests). */
   applied(): K8sObject[] {
     return this.actions.flatMap((a) => ("apply" in a ? [a.apply] : []));
@@ -158,11 +217,25 @@ export class Observed {
     readonly nowUnixMs = 0,
     /** A seed chosen by the host; the same seed must give the same decision. */
     readonly seed = 0n,
+    /** The objects the plan's `requires` asked for, by requirement name. */
+    readonly required: Record<string, K8sObject[]> = {},
+    /** The answers to the requests earlier plans sent. */
+    readonly answers: Answer[] = [],
   ) {}
 
   /** The related objects of `relation` (none when the host sent none). */
   objects(relation: string): K8sObject[] {
     return this.related[relation] ?? [];
+  }
+
+  /** The objects `requirement` brought; undefined before the host read them. */
+  requiredObjects(requirement: string): K8sObject[] | undefined {
+    return this.required[requirement];
+  }
+
+  /** The answer held under `key`, if any. */
+  answer(key: string): Answer | undefined {
+    return this.answers.find((a) => a.key === key);
   }
 }
 
@@ -170,8 +243,17 @@ export class Observed {
 export interface Plugin {
   info(): PluginInfo;
   reconcile(observed: Observed): Plan;
-  /** Only for plugins that declare a finalizer. */
+  /** Only for plugins that declare a finalizer; absent: an empty plan. */
   cleanup?(observed: Observed): Plan;
+  /** Allows or refuses a create, update or delete of the primary kind; called only with
+   * `webhooks.validate`. Absent: allows. */
+  validate?(request: AdmissionRequest): Verdict;
+  /** Fills in the defaults of an object of the primary kind (throw `Refused` to refuse);
+   * called only with `webhooks.default`. Absent: the object unchanged. */
+  default?(object: K8sObject): K8sObject;
+  /** Converts an object of the primary kind to `toVersion` of its CRD (throw
+   * `Refused` to refuse); called only with `webhooks.convert`. Absent: refuses. */
+  convert?(object: K8sObject, toVersion: string): K8sObject;
 }
 
 /** Whether two JSON values are equal (object keys in any order). */

@@ -5,6 +5,7 @@ import { test } from "node:test";
 import {
   Identity,
   InvalidSpec,
+  Observed,
   Plan,
   ReconcileError,
   ReconcileFailed,
@@ -15,9 +16,11 @@ import {
   isTerminating,
   parseRfc3339,
   rfc3339,
+  podKind,
   sameJson,
   setCondition,
   type Condition,
+  Verdict,
 } from "../src/index.js";
 
 const OWNED = {
@@ -106,4 +109,41 @@ test("sameJson ignores key order and undefined members", () => {
 
 test("errors are one family", () => {
   assert.ok(new InvalidSpec("x") instanceof ReconcileError);
+});
+
+test("the plan builder collects requirements and requests in order", () => {
+  const plan = new Plan()
+    .require({ name: "config", kind: podKind(), matching: { name: "cfg" } })
+    .request({ key: "a", method: "GET", url: "https://api.example.com/a" })
+    .require({ name: "peers", kind: podKind(), matching: { labels: "app=x" } })
+    .request({ key: "b", method: "DELETE", url: "https://api.example.com/b", retry: true });
+  assert.deepEqual(plan.requires.map((r) => r.name), ["config", "peers"]);
+  assert.deepEqual(plan.requests.map((r) => r.key), ["a", "b"]);
+  assert.deepEqual(new Plan().requires, []);
+  assert.deepEqual(new Plan().requests, []);
+});
+
+test("verdicts: allow, deny, invalid fields, warnings", () => {
+  const allowed = Verdict.allow();
+  assert.deepEqual([allowed.allowed, allowed.fields, allowed.message, allowed.warnings], [true, [], undefined, []]);
+  const denied = Verdict.deny("no").warn("careful").warn("again");
+  assert.equal(denied.allowed, false);
+  assert.equal(denied.message, "no");
+  assert.deepEqual(denied.warnings, ["careful", "again"]);
+  const invalid = Verdict.invalid([{ path: "spec.size", value: 0, detail: "must be positive" }]);
+  assert.equal(invalid.allowed, false);
+  assert.equal(invalid.message, undefined);
+  assert.deepEqual(invalid.fields.map((f) => f.path), ["spec.size"]);
+});
+
+test("observed: required objects and answers, none by default", () => {
+  const answer = { key: "k", outcome: { failed: "timeout" }, atUnixMs: 5 };
+  const o = new Observed({}, {}, 0, 0n, { config: [{ data: {} }], empty: [] }, [answer]);
+  assert.deepEqual(o.requiredObjects("config"), [{ data: {} }]);
+  assert.deepEqual(o.requiredObjects("empty"), []);
+  assert.equal(o.requiredObjects("unread"), undefined);
+  assert.equal(o.answer("k"), answer);
+  assert.equal(o.answer("other"), undefined);
+  const bare = new Observed({});
+  assert.deepEqual([bare.required, bare.answers], [{}, []]);
 });

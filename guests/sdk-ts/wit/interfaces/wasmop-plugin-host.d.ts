@@ -1,4 +1,4 @@
-declare module 'wasmop:plugin/host@0.3.0' {
+declare module 'wasmop:plugin/host@0.4.0' {
   /**
    * Write a line to the host's structured log, tagged with the plugin and the object
    * being reconciled.
