@@ -9,8 +9,17 @@
 //     [Transient] or [Failed];
 //   - Cleanup (only with a finalizer) decides what to do before the object goes.
 //
-// All three are plain functions over plain values (objects are [Object], parsed from JSON
-// with numbers as [encoding/json.Number]): test them natively with `go test`. The package
+// A plan may also require objects no relation selects ([Plan.Require]: the host reads them
+// and decides again, [Observed.Required]) and send requests outside the cluster
+// ([Plan.Request]: the answers come back in [Observed.Answers]).
+//
+// A plugin that declares webhooks in PluginInfo.Webhooks also implements the matching
+// optional interfaces: [Validator] (admission: a [Verdict]), [Defaulter] and [Converter].
+// The component exports all three either way; one the plugin does not implement allows
+// everything, changes nothing or refuses every conversion.
+//
+// All are plain functions over plain values (objects are [Object], parsed from JSON with
+// numbers as [encoding/json.Number]): test them natively with `go test`. The package
 // wasmop/sdk/component exports a Plugin as the component's world; only the plugin's main
 // package imports it:
 //

@@ -49,29 +49,56 @@ func Encode(v any) (string, error) {
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-// RelatedJSON is the related objects of one relation as the host sends them: JSON texts.
+// RelatedJSON is the objects of one relation, or of one requirement, as the host sends
+// them: JSON texts.
 type RelatedJSON struct {
 	Relation string
 	Objects  []string
 }
 
+// ObservedJSON is the observed state as the host sends it: objects as JSON texts.
+type ObservedJSON struct {
+	Primary   string
+	Related   []RelatedJSON
+	NowUnixMs int64
+	Seed      uint64
+	Required  []RelatedJSON
+	// Answers are typed already: they hold no JSON.
+	Answers []Answer
+}
+
 // ParseObserved parses the JSON the host sends.
-func ParseObserved(primary string, related []RelatedJSON, nowUnixMs int64, seed uint64) (*Observed, error) {
-	o := &Observed{Related: make(map[string][]Object, len(related)), NowUnixMs: nowUnixMs, Seed: seed}
+func ParseObserved(h ObservedJSON) (*Observed, error) {
+	o := &Observed{NowUnixMs: h.NowUnixMs, Seed: h.Seed, Answers: make(map[string]Answer, len(h.Answers))}
 	var err error
-	if o.Primary, err = DecodeObject(primary); err != nil {
+	if o.Primary, err = DecodeObject(h.Primary); err != nil {
 		return nil, Failed("host sent malformed JSON: %v", err)
 	}
-	for _, r := range related {
-		objs := make([]Object, 0, len(r.Objects))
-		for _, text := range r.Objects {
+	if o.Related, err = parseGroups(h.Related); err != nil {
+		return nil, err
+	}
+	if o.Required, err = parseGroups(h.Required); err != nil {
+		return nil, err
+	}
+	for _, a := range h.Answers {
+		o.Answers[a.Key] = a
+	}
+	return o, nil
+}
+
+// parseGroups parses objects grouped by name; a group with no objects is kept, empty.
+func parseGroups(groups []RelatedJSON) (map[string][]Object, error) {
+	out := make(map[string][]Object, len(groups))
+	for _, g := range groups {
+		objs := make([]Object, 0, len(g.Objects))
+		for _, text := range g.Objects {
 			obj, err := DecodeObject(text)
 			if err != nil {
 				return nil, Failed("host sent malformed JSON: %v", err)
 			}
 			objs = append(objs, obj)
 		}
-		o.Related[r.Relation] = objs
+		out[g.Relation] = objs
 	}
-	return o, nil
+	return out, nil
 }

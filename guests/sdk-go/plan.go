@@ -37,6 +37,12 @@ type Plan struct {
 	Events []Event
 	// RequeueAfterMs asks for another reconcile after that many milliseconds; nil for none.
 	RequeueAfterMs *uint64
+	// Requires lists the objects this decision needs. When they differ from those
+	// [Observed.Required] holds, the host reads them and decides again, the plan unused; at
+	// most three times in one reconcile.
+	Requires []Requirement
+	// Requests are sent outside the cluster after the plan's writes.
+	Requests []OutboundRequest
 }
 
 // Apply adds a server-side apply of obj.
@@ -72,6 +78,18 @@ func (p *Plan) Warning(reason, message string) *Plan {
 // RequeueAfter asks for another reconcile after ms milliseconds.
 func (p *Plan) RequeueAfter(ms uint64) *Plan {
 	p.RequeueAfterMs = &ms
+	return p
+}
+
+// Require adds a requirement: objects the decision needs that no relation selects.
+func (p *Plan) Require(r Requirement) *Plan {
+	p.Requires = append(p.Requires, r)
+	return p
+}
+
+// Request adds a request outside the cluster; its answer comes back under its key.
+func (p *Plan) Request(r OutboundRequest) *Plan {
+	p.Requests = append(p.Requests, r)
 	return p
 }
 
