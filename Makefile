@@ -74,7 +74,7 @@ host: setup
 ## plugins: build the plugin components with the `plugin` profile (opt-level 2, LTO, stripped),
 ## plus the test-only variants
 ## (PodReplica v2 and v3, PodReplica under another name, PodReplica trapping in every
-## reconcile, PodReplica reading a ConfigMap it names, a plugin that traps in info(), the
+## reconcile, PodReplica reading a ConfigMap it names, PodReplica with admission webhooks, a plugin that traps in info(), the
 ## hostile plugin declaring more permissions, the hostile plugin watching a kind no CRD
 ## defines, for the hot-swap, identity, rollout, references, principals and kinds tests). The variants
 ## are built first in the same target directory (only the two crates whose features differ
@@ -97,6 +97,8 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_broken.wasm
 	$(PLUGIN_BUILD) --features podreplica/configured
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_configured.wasm
+	$(PLUGIN_BUILD) --features podreplica/admitted
+	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_admitted.wasm
 	touch $@
 
 ## tools: build cosign and oras, the independent OCI tools the interop test checks wasmop

@@ -16,7 +16,7 @@
 //! | caches and expectations | [`cache`], [`expect`] |
 //! | plugin versions and where they come from | [`registry`] |
 //! | sharding | [`shards`] |
-//! | one decision end to end, one plugin's watch loop | [`reconcile`], [`controller`] |
+//! | one decision end to end, one plugin's watch loop, webhooks | [`reconcile`], [`controller`], [`admission`] |
 //! | `wasmop run`, the command line | [`app`], [`cmd`] |
 //!
 //! Public: the sandbox ([`runtime`]) and what a decision sees ([`observe`]), which the
@@ -24,6 +24,7 @@
 //! rules the integration tests drive directly; and [`main`], the binary. Everything else is
 //! the crate's own.
 
+pub(crate) mod admission;
 pub(crate) mod app;
 pub(crate) mod cache;
 pub(crate) mod cases;

@@ -26,6 +26,7 @@ const LAYERS: &[&str] = &[
     "shards",
     "reconcile",
     "controller",
+    "admission",
     "app",
     "cmd",
 ];

@@ -2,6 +2,7 @@
 //! and let the garbage collector remove them with the resource (they carry a controller
 //! ownerReference). The decision lives in [`decide`]; this file declares the plugin.
 
+pub mod admission;
 pub mod decide;
 pub mod pods;
 pub mod types;
@@ -70,6 +71,8 @@ impl Plugin for PodReplicaPlugin {
                 concat!(env!("CARGO_PKG_VERSION"), "-v2").into()
             } else if cfg!(feature = "v3") {
                 concat!(env!("CARGO_PKG_VERSION"), "-v3").into()
+            } else if cfg!(feature = "admitted") {
+                concat!(env!("CARGO_PKG_VERSION"), "-admitted").into()
             } else if cfg!(feature = "configured") {
                 concat!(env!("CARGO_PKG_VERSION"), "-configured").into()
             } else if cfg!(feature = "broken") {
@@ -85,9 +88,21 @@ impl Plugin for PodReplicaPlugin {
                 verbs: vec![Verb::Create, Verb::Delete],
             }],
             finalizer: None,
-            webhooks: Default::default(),
+            webhooks: wasmop_sdk::Webhooks {
+                validate: cfg!(feature = "admitted"),
+                default: cfg!(feature = "admitted"),
+                convert: false,
+            },
             outbound_hosts: Vec::new(),
         }
+    }
+
+    fn validate(request: &wasmop_sdk::AdmissionRequest) -> wasmop_sdk::Verdict {
+        admission::validate(request)
+    }
+
+    fn default(object: serde_json::Value) -> Result<serde_json::Value, String> {
+        Ok(admission::default(object))
     }
 
     fn reconcile(

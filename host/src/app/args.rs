@@ -32,6 +32,25 @@ pub struct RunArgs {
     /// Address of the HTTP endpoints (/healthz, /readyz, /metrics).
     #[arg(long, env = "WASMOP_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Address the admission webhook server listens on (HTTPS), for plugins that declare
+    /// `validate` or `default`; without it their webhooks are not served.
+    #[arg(long, env = "WASMOP_WEBHOOK_LISTEN")]
+    pub webhook_listen: Option<SocketAddr>,
+    /// Base URL the API server calls the webhooks at when the host runs outside the cluster
+    /// (`https://127.0.0.1:9443`); default: the Service `--webhook-service`, port 443.
+    #[arg(long, env = "WASMOP_WEBHOOK_URL")]
+    pub webhook_url: Option<String>,
+    /// The Service in front of the host's webhook port, in the host's namespace.
+    #[arg(long, env = "WASMOP_WEBHOOK_SERVICE", default_value = "wasmop-webhook")]
+    pub webhook_service: String,
+    /// The Secret in the host's namespace that keeps the webhooks' CA and serving
+    /// certificate (made and renewed by the host).
+    #[arg(
+        long,
+        env = "WASMOP_WEBHOOK_SECRET",
+        default_value = "wasmop-webhook-tls"
+    )]
+    pub webhook_secret: String,
     /// Elect a leader with a Lease so that several replicas can run and one acts.
     #[arg(long, env = "WASMOP_LEADER_ELECTION")]
     pub leader_election: bool,

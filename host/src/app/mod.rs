@@ -21,6 +21,7 @@ pub use args::RunArgs;
 use elections::{Elections, identity, lease_config};
 use serving::wait_true;
 
+use crate::admission::registration::Endpoint;
 use crate::cache::shared::SharedCaches;
 use crate::controller::ControllerDeps;
 use crate::k8s::client::{client, client_config, fenced_client_from};
@@ -84,6 +85,38 @@ fn checker(args: &RunArgs, plugin_ns: &str, client: &kube::Client) -> Arc<dyn Ch
         }),
         host_namespace: Some(plugin_ns.to_string()),
     }))
+}
+
+/// The running plugins, as the webhook server looks them up.
+struct Running(Arc<Manager>);
+
+impl crate::admission::Plugins for Running {
+    fn slot<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, Option<Arc<crate::registry::slot::PluginSlot>>> {
+        Box::pin(async move {
+            self.0
+                .slots()
+                .await
+                .into_iter()
+                .map(|(_, slot)| slot)
+                .find(|slot| slot.current().info.name == name)
+        })
+    }
+}
+
+impl crate::admission::Active for Running {
+    fn active(&self) -> futures::future::BoxFuture<'_, Vec<crate::runtime::PluginInfo>> {
+        Box::pin(async move {
+            self.0
+                .slots()
+                .await
+                .into_iter()
+                .map(|(_, slot)| slot.current().info.clone())
+                .collect()
+        })
+    }
 }
 
 /// Runs the operator host until SIGTERM (or until its leader election ends). Returns
@@ -254,6 +287,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             &shutdown_rx,
             &shutdown_tx,
         );
+    }
+    if let Some(bind) = args.webhook_listen {
+        let endpoint = match &args.webhook_url {
+            Some(url) => Endpoint::Url(url.clone()),
+            None => Endpoint::Service(plugin_ns.clone(), args.webhook_service.clone(), 443),
+        };
+        let config = crate::admission::Config {
+            bind,
+            endpoint,
+            secret: (plugin_ns.clone(), args.webhook_secret.clone()),
+        };
+        let active: Arc<dyn crate::admission::Active> = Arc::new(Running(manager.clone()));
+        tokio::spawn(crate::admission::run(
+            work_client.clone(),
+            config,
+            active,
+            manager.sandbox().clone(),
+            wait_true(shutdown_rx.clone()),
+        ));
     }
     // The plugins are in once the first look at the directory is done.
     let manager_ready = manager.clone();

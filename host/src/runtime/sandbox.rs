@@ -476,6 +476,77 @@ impl Sandbox {
             .map(|(answer, _)| answer)
     }
 
+    /// Asks `plugin` whether the admission `request` (of `object`, `namespace/name`) may go
+    /// on: on the blocking pool, in the active versions' share of calls and memory. A trap,
+    /// a timeout or a malformed verdict is the error (the webhook refuses then).
+    pub async fn validate(
+        &self,
+        plugin: Arc<LoadedPlugin>,
+        request: crate::runtime::types::AdmissionRequest,
+        object: String,
+    ) -> Result<crate::runtime::types::Verdict, CallError> {
+        self.on_pool(plugin, object, move |engine, plugin, ctx| {
+            call::call_validate(engine, &plugin.pre, &plugin.limits, ctx, &request)
+        })
+        .await
+    }
+
+    /// Asks `plugin` to default `object` (`Some(version)`: to convert it to that version of
+    /// its CRD instead): the object it answers, or its refusal. As [`Sandbox::validate`].
+    pub async fn transform(
+        &self,
+        plugin: Arc<LoadedPlugin>,
+        to_version: Option<String>,
+        object: serde_json::Value,
+        name: String,
+    ) -> Result<Result<serde_json::Value, String>, CallError> {
+        self.on_pool(plugin, name, move |engine, plugin, ctx| {
+            let transform = match &to_version {
+                Some(v) => call::Transform::Convert(v),
+                None => call::Transform::Default,
+            };
+            call::call_transform(engine, &plugin.pre, &plugin.limits, ctx, transform, &object)
+        })
+        .await
+    }
+
+    /// Runs `f` on the blocking pool with a call slot of the active versions' share.
+    async fn on_pool<T: Send + 'static>(
+        &self,
+        plugin: Arc<LoadedPlugin>,
+        object: String,
+        f: impl FnOnce(
+            (&SandboxEngine, &Arc<crate::runtime::limits::GuestMemory>),
+            &LoadedPlugin,
+            CallContext,
+        ) -> Result<T, CallError>
+        + Send
+        + 'static,
+    ) -> Result<T, CallError> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| CallError::Unavailable("sandbox closed".into()))?;
+        let this = self.clone();
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let ctx = CallContext {
+                plugin: plugin.info.name.clone(),
+                version: plugin.info.version.clone(),
+                object,
+                now_unix_ms: jiff::Timestamp::now().as_millisecond(),
+                seed: rand::random(),
+            };
+            let memory = this.engine.guest_memory().clone();
+            span.in_scope(|| f((&this.engine, &memory), &plugin, ctx))
+        })
+        .await
+        .unwrap_or_else(|e| Err(CallError::Unavailable(format!("call task failed: {e}"))))
+    }
+
     /// A decision in the active versions' share of calls and memory, or (`candidate`) in
     /// the candidates' own.
     async fn decide_within(

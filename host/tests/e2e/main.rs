@@ -33,3 +33,4 @@ mod size;
 mod status;
 mod traces;
 mod tutorial;
+mod webhooks;

@@ -1,0 +1,179 @@
+//! End to end: admission webhooks. PodReplica's `admitted` build declares `validate` and
+//! `default`; the host makes its CA and serving certificate (kept in a Secret), registers a
+//! validating and a mutating configuration with that CA, and the API server calls it: an
+//! image tagged `latest` is refused with the API server's wording of an invalid object, an
+//! object created without `spec.image` reads back with it, a size above 50 is warned about
+//! (kubectl prints it), 200 creates in flight 16 at a time all pass through both webhooks.
+//! Swapped to a version without webhooks, the configurations are unregistered and what was
+//! refused is accepted, without a restart.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::json;
+
+use crate::support::uploads::push;
+use crate::support::*;
+
+fn pr(name: &str, size: i64, image: Option<&str>) -> DynamicObject {
+    let mut spec = json!({"size": size});
+    if let Some(i) = image {
+        spec["image"] = json!(i);
+    }
+    serde_json::from_value(
+        json!({"apiVersion": "app.example.com/v1alpha1", "kind": "PodReplica",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+    )
+    .unwrap()
+}
+
+fn kubectl_apply(cluster: &Cluster, yaml: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = cluster
+        .kubectl()
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn validate_and_default_are_served_as_webhooks_and_swapped_with_the_plugin() {
+    let cluster = Cluster::start("webhooks");
+    let port = free_port();
+    let (listen, url) = (
+        format!("127.0.0.1:{port}"),
+        format!("https://127.0.0.1:{port}"),
+    );
+    let host = Host::start(
+        &cluster,
+        &["podreplica_admitted.wasm"],
+        &["--webhook-listen", &listen, "--webhook-url", &url],
+        &[],
+    );
+    let client = cluster.client().await;
+    let ar = podreplica_resource();
+    wait_for_crd(&client, &ar).await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let registered = eventually(
+        Duration::from_secs(60),
+        "both configurations registered",
+        || async {
+            let v = validating.get_opt("wasmop-podreplica").await.ok()??;
+            mutating.get_opt("wasmop-podreplica").await.ok()??;
+            Some(v)
+        },
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let tls = secrets.get("wasmop-webhook-tls").await.unwrap();
+    let ca = tls.data.as_ref().unwrap()["ca.crt"].clone();
+    let hook = &registered.webhooks.as_ref().unwrap()[0];
+    assert_eq!(
+        hook.client_config.ca_bundle.as_ref(),
+        Some(&ca),
+        "caBundle is the Secret's CA"
+    );
+    assert_eq!(
+        hook.client_config.url.as_deref(),
+        Some(format!("{url}/validate/podreplica").as_str())
+    );
+
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let pp = PostParams::default();
+    let refused = api
+        .create(&pp, &pr("bad", 1, Some("busybox:latest")))
+        .await
+        .unwrap_err()
+        .to_string();
+    println!("refused: {refused}");
+    assert!(
+        refused.contains(
+            "admission webhook \"podreplica.validate.wasmop.dev\" denied the request: \
+             PodReplica.app.example.com \"bad\" is invalid: spec.image: Invalid value: \
+             \"busybox:latest\": an image tagged `latest` is not reproducible"
+        ),
+        "{refused}"
+    );
+    let made = api.create(&pp, &pr("plain", 1, None)).await.unwrap();
+    assert_eq!(
+        made.data["spec"]["image"], "busybox",
+        "defaulted by the plugin"
+    );
+    let (ok, text) = kubectl_apply(
+        &cluster,
+        "apiVersion: app.example.com/v1alpha1\nkind: PodReplica\nmetadata:\n  name: big\n  namespace: default\nspec:\n  size: 60\n",
+    );
+    assert!(
+        ok && text.contains("Warning: 60 pods is more than 50"),
+        "{text}"
+    );
+
+    // 200 creates, 16 in flight: every one through both webhooks.
+    let started = Instant::now();
+    let mut took: Vec<Duration> = futures::stream::iter(0..200)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let t = Instant::now();
+                let o = api
+                    .create(&PostParams::default(), &pr(&format!("load-{i}"), 0, None))
+                    .await
+                    .unwrap();
+                assert_eq!(o.data["spec"]["image"], "busybox");
+                t.elapsed()
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    took.sort();
+    println!(
+        "200 creates through both webhooks in {:.2?}: p50 {:.1?}, p99 {:.1?}",
+        started.elapsed(),
+        took[99],
+        took[197]
+    );
+
+    // Swapped to a version without webhooks: unregistered, and `latest` goes through.
+    let (ok, text) = push(&cluster, "podreplica", "podreplica_v2.wasm");
+    assert!(ok, "{text}");
+    eventually(
+        Duration::from_secs(60),
+        "both configurations unregistered",
+        || async {
+            let v = validating.get_opt("wasmop-podreplica").await.ok()?;
+            let m = mutating.get_opt("wasmop-podreplica").await.ok()?;
+            (v.is_none() && m.is_none()).then_some(())
+        },
+    )
+    .await;
+    let accepted = api
+        .create(&pp, &pr("latest", 1, Some("busybox:latest")))
+        .await;
+    assert!(accepted.is_ok(), "{accepted:?}");
+    drop(host);
+}
