@@ -4,7 +4,7 @@
 
 use wasmop_sdk::conditions::{condition, set_condition};
 use wasmop_sdk::k8s::{Identity, delete_ref, rfc3339};
-use wasmop_sdk::{Observed, Plan, ReconcileError};
+use wasmop_sdk::{KindRef, Matching, Observed, Plan, ReconcileError, Requirement};
 
 use crate::pods::{Pod, classify, is_ready, new_pod, removal_order};
 use crate::types::{MAX_SIZE, PodReplica, PodReplicaStatus};
@@ -12,15 +12,41 @@ use crate::types::{MAX_SIZE, PodReplica, PodReplicaStatus};
 /// The relation of the ConfigMap a PodReplica names (the `configured` build).
 pub const CONFIG_RELATION: &str = "config";
 
-/// The `data.flavour` of the ConfigMap the PodReplica names, `none` without one.
+/// What the `configured` build asks for by label: the namespace's shared ConfigMaps.
+pub const SHARED: &str = "shared";
+
+/// The ConfigMap kind.
+pub fn config_map_kind() -> KindRef {
+    KindRef {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ConfigMap".into(),
+        plural: "configmaps".into(),
+        namespaced: true,
+    }
+}
+
+/// The shared ConfigMaps (labelled `tier=shared`), asked for by every decision.
+fn shared() -> Requirement {
+    Requirement {
+        name: SHARED.into(),
+        kind: config_map_kind(),
+        namespace: None,
+        matching: Matching::Labels("tier=shared".into()),
+    }
+}
+
+/// The `data.flavour` of the ConfigMap the PodReplica names (`none` without one), and how
+/// many shared ConfigMaps the host read for this decision.
 fn flavour(observed: &Observed) -> Result<String, ReconcileError> {
     let configs = observed.related_values(CONFIG_RELATION)?;
-    Ok(configs
+    let flavour = configs
         .first()
         .and_then(|c| c.pointer("/data/flavour"))
         .and_then(|f| f.as_str())
-        .unwrap_or("none")
-        .to_string())
+        .unwrap_or("none");
+    let shared = observed.required(SHARED).map_or(0, <[_]>::len);
+    Ok(format!("{flavour}, {shared} shared"))
 }
 
 /// Decides what to do about one PodReplica.
@@ -40,6 +66,9 @@ pub fn reconcile(observed: &Observed) -> Result<Plan, ReconcileError> {
     let pods: Vec<Pod> = observed.related_as("pods")?;
     let mut owned = classify(pods, &owner.uid);
     let mut plan = Plan::new();
+    if cfg!(feature = "configured") {
+        plan = plan.require(shared());
+    }
 
     for pod in &owned.finished {
         plan = plan.delete(delete_ref("v1", "Pod", &pod.metadata));

@@ -27,6 +27,22 @@ pub fn primary_kind() -> KindRef {
     }
 }
 
+/// Create and delete pods; in the `configured` build, read ConfigMaps too (the shared ones
+/// it asks for by label).
+fn permissions() -> Vec<Permission> {
+    let mut p = vec![Permission {
+        kind: pod_kind(),
+        verbs: vec![Verb::Create, Verb::Delete],
+    }];
+    if cfg!(feature = "configured") {
+        p.push(Permission {
+            kind: decide::config_map_kind(),
+            verbs: vec![Verb::Get, Verb::List],
+        });
+    }
+    p
+}
+
 /// The owned pods; in the `configured` build, the ConfigMap the PodReplica names too.
 fn relations() -> Vec<Relation> {
     let pods = Relation {
@@ -41,13 +57,7 @@ fn relations() -> Vec<Relation> {
     }
     let configs = Relation {
         name: decide::CONFIG_RELATION.into(),
-        kind: KindRef {
-            group: String::new(),
-            version: "v1".into(),
-            kind: "ConfigMap".into(),
-            plural: "configmaps".into(),
-            namespaced: true,
-        },
+        kind: decide::config_map_kind(),
         selection: Selection::Referenced(wasmop_sdk::Reference {
             name_path: "spec.configRef.name".into(),
             namespace_path: None,
@@ -83,10 +93,7 @@ impl Plugin for PodReplicaPlugin {
             primary: primary_kind(),
             crd: Some(serde_json::to_value(PodReplica::crd()).expect("CRD serialises")),
             relations: relations(),
-            permissions: vec![Permission {
-                kind: pod_kind(),
-                verbs: vec![Verb::Create, Verb::Delete],
-            }],
+            permissions: permissions(),
             finalizer: None,
             webhooks: wasmop_sdk::Webhooks {
                 validate: cfg!(feature = "admitted"),

@@ -20,6 +20,7 @@ pub mod finalize;
 pub mod handover;
 pub mod observed;
 pub mod own_writes;
+pub mod required;
 pub(crate) mod series;
 
 use std::sync::Arc;
@@ -366,13 +367,54 @@ async fn reconcile_with(
     let asked = ctx.triggers.take(key);
     ctx.holds.answered(key);
     tracing::debug!(asked_ms = ?asked.map(|a| a.elapsed().as_millis()), "deciding");
-    let (observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
+    let (mut observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
     // The parsed plan's share of the guest-memory budget is held until the reconcile ends.
-    let (plan, _held) =
-        match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
+    // A plan that asks for objects it did not observe is decided again with them.
+    let mut asked_for = Vec::new();
+    let mut rounds = 0;
+    let (plan, _held) = loop {
+        let (plan, held) = match decide(
+            ctx,
+            (plugin, role),
+            (obj, &primary, &pref),
+            entry,
+            observed.clone(),
+        )
+        .await?
+        {
             Decided::Plan(plan, held) => (plan, held),
             Decided::Done(action) => return Ok(action),
         };
+        if plan.requires.is_empty() || plan.requires == asked_for {
+            break (plan, held);
+        }
+        rounds += 1;
+        if rounds > required::MAX_ROUNDS {
+            return Err(Failure::Other(format!(
+                "the plan asked for other objects {} times in one reconcile (at most {})",
+                rounds,
+                required::MAX_ROUNDS
+            )));
+        }
+        if let Some(r) = plan.requires.iter().find(|r| {
+            crate::rollout::record::is_secrets(&r.kind)
+                && !info
+                    .permissions
+                    .iter()
+                    .any(|p| crate::rollout::record::is_secrets(&p.kind))
+        }) {
+            return Err(Failure::Other(format!(
+                "requirement `{}`: Secrets are read only for a plugin that declares them",
+                r.name
+            )));
+        }
+        observed.required = required::read(&ctx.writer, &plan.requires, pref.namespace.as_deref())
+            .await
+            .map_err(Failure::Other)?;
+        tracing::debug!(round = rounds, read = ?observed.required.iter().map(|(k, v)| (k, v.len())).collect::<Vec<_>>(),
+            "deciding again with the objects the plan asked for");
+        asked_for = plan.requires;
+    };
     record_decision(&plan);
     let mut steps = match ctx.checker.steps(info, &pref, &plan, &owned).await {
         Ok(steps) => steps,

@@ -4,8 +4,10 @@
 //! the named ones (its cache gauge), every decision sees its ConfigMap's data (the status
 //! says the flavour), a change of a named ConfigMap reaches exactly the PodReplicas that name
 //! it and a change of the others reaches none (the reconcile counter), a ConfigMap no longer
-//! named is let go, one created after it was named is seen, one deleted is seen gone. A
-//! watch of every pod holds each PodReplica to its size for the whole window.
+//! named is let go, one created after it was named is seen, one deleted is seen gone. Every
+//! decision also asks for the ConfigMaps labelled `tier=shared` (`plan.requires`): the host
+//! reads the three and decides again with them (the status counts them). A watch of every
+//! pod holds each PodReplica to its size for the whole window.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,9 +28,12 @@ const NAMED: usize = 60;
 const ABSENT: usize = 10;
 /// ConfigMaps no PodReplica names.
 const OTHERS: usize = 2000;
+/// ConfigMaps labelled `tier=shared`, which every decision asks for.
+const SHARED: usize = 3;
 
 const CACHED: &str = "wasmop_cached_objects{resource=\"configmaps.\"";
 const RECONCILES: &str = "wasmop_reconciles_total{plugin=\"podreplica\"";
+const CALLS: &str = "wasmop_sandbox_call_duration_seconds_count{plugin=\"podreplica\"";
 const IN_FLIGHT: &str = "wasmop_queue_depth{plugin=\"podreplica\"";
 
 /// The sum of the metric lines that start with `prefix`, from the host's `/metrics`.
@@ -94,9 +99,11 @@ async fn messages(client: &Client) -> Option<BTreeMap<String, String>> {
 async fn flavours(client: &Client, host: &Host, expected: &BTreeMap<String, String>, what: &str) {
     eventually(Duration::from_secs(120), what, || async {
         let seen = messages(client).await?;
-        let all = expected.iter().all(|(name, f)| {
-            seen.get(name).map(String::as_str) == Some(&format!("1/1 pods ready (config {f})"))
+        let off = expected.iter().find(|(name, f)| {
+            seen.get(*name).map(String::as_str)
+                != Some(&format!("1/1 pods ready (config {f}, {SHARED} shared)"))
         });
+        let all = off.is_none();
         (all && metric(host, IN_FLIGHT)? == 0.0).then_some(())
     })
     .await;
@@ -127,6 +134,14 @@ async fn a_relation_by_name_holds_and_follows_only_the_named_objects() {
         "a",
     )
     .await;
+    for i in 0..SHARED {
+        let mut shared = config(&format!("shared-{i}"), "s");
+        shared.metadata.labels = Some([("tier".to_string(), "shared".to_string())].into());
+        configs
+            .create(&PostParams::default(), &shared)
+            .await
+            .unwrap();
+    }
 
     let host = Host::start(&cluster, &["podreplica_configured.wasm"], &[], &[]);
     let ar = podreplica_resource();
@@ -176,6 +191,16 @@ async fn a_relation_by_name_holds_and_follows_only_the_named_objects() {
     assert_eq!(
         cached, NAMED as f64,
         "the host holds exactly the named ConfigMaps"
+    );
+    // Each reconcile decides twice: the first plan asks for the shared ConfigMaps, the
+    // second sees them.
+    let calls = metric(&host, CALLS).unwrap_or_default();
+    let reconciles = metric(&host, RECONCILES).unwrap_or_default();
+    println!("{reconciles} reconciles, {calls} calls into the plugin");
+    assert_eq!(
+        calls,
+        2.0 * reconciles,
+        "every decision asked for the shared ConfigMaps once"
     );
 
     // A change of a named ConfigMap reaches the five PodReplicas naming it; 200 changes of
