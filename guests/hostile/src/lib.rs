@@ -163,7 +163,7 @@ impl bindings::Guest for Hostile {
             permissions: permissions(),
             finalizer: Some("test.wasmop.dev/cleanup".into()),
             webhooks: bindings::wasmop::plugin::types::Webhooks {
-                validate: false,
+                validate: true,
                 default: false,
                 convert: false,
             },
@@ -322,9 +322,20 @@ impl bindings::Guest for Hostile {
         })
     }
 
+    /// Mode `trap-in-validate` panics, `spin-in-validate` never returns; others allow.
     fn validate(
-        _request: bindings::wasmop::plugin::types::AdmissionRequest,
+        request: bindings::wasmop::plugin::types::AdmissionRequest,
     ) -> bindings::wasmop::plugin::types::Verdict {
+        let object = request.object.unwrap_or_default();
+        if object.contains(r#""mode":"trap-in-validate""#) {
+            panic!("mode `trap-in-validate`: validate traps");
+        }
+        if object.contains(r#""mode":"spin-in-validate""#) {
+            let mut x: u64 = 0;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
         bindings::wasmop::plugin::types::Verdict {
             allowed: true,
             fields: vec![],

@@ -177,3 +177,61 @@ async fn validate_and_default_are_served_as_webhooks_and_swapped_with_the_plugin
     assert!(accepted.is_ok(), "{accepted:?}");
     drop(host);
 }
+
+/// The host fails closed: a `validate` that traps, or runs past its time limit, refuses the
+/// operation with the reason, and the next request is judged afresh.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_validate_that_traps_or_spins_refuses() {
+    let cluster = Cluster::start("webhooks-hostile");
+    let port = free_port();
+    let (listen, url) = (
+        format!("127.0.0.1:{port}"),
+        format!("https://127.0.0.1:{port}"),
+    );
+    let host = Host::start(
+        &cluster,
+        &["wasmop_hostile.wasm"],
+        &["--webhook-listen", &listen, "--webhook-url", &url],
+        &[],
+    );
+    let client = cluster.client().await;
+    let ar = hostile_resource();
+    wait_for_crd(&client, &ar).await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    eventually(
+        Duration::from_secs(60),
+        "the configuration registered",
+        || async { validating.get_opt("wasmop-hostile").await.ok()? },
+    )
+    .await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let hostile = |name: &str, mode: &str| -> DynamicObject {
+        serde_json::from_value(
+            json!({"apiVersion": "test.wasmop.dev/v1", "kind": "Hostile",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"mode": mode}}),
+        )
+        .unwrap()
+    };
+    let pp = PostParams::default();
+    for (name, mode, why) in [
+        ("trapping", "trap-in-validate", "trap"),
+        ("spinning", "spin-in-validate", "time"),
+    ] {
+        let started = Instant::now();
+        let refused = api
+            .create(&pp, &hostile(name, mode))
+            .await
+            .unwrap_err()
+            .to_string();
+        println!("{mode}: refused after {:.2?}: {refused}", started.elapsed());
+        assert!(
+            refused.contains("plugin hostile") && refused.contains("could not validate"),
+            "{refused}"
+        );
+        assert!(refused.to_lowercase().contains(why), "{refused}");
+    }
+    api.create(&pp, &hostile("calm", "ok"))
+        .await
+        .expect("an ordinary object is allowed after the failures");
+    drop(host);
+}
