@@ -1,5 +1,6 @@
-//! Admission (the `admitted` build): an image tagged `latest` is refused, more than 50 pods
-//! are warned about, and `spec.image` is filled in.
+//! Admission and conversion (the `admitted` build): an image tagged `latest` is refused,
+//! more than 50 pods are warned about, `spec.image` is filled in; the CRD serves a second
+//! version, `v1beta1`, whose `spec.replicas` is v1alpha1's `spec.size` (stored as v1alpha1).
 
 use serde_json::{Value, json};
 use wasmop_sdk::{AdmissionRequest, FieldError, Verdict};
@@ -40,6 +41,66 @@ pub fn default(mut object: Value) -> Value {
     object
 }
 
+/// The second version of the CRD.
+pub const BETA: &str = "v1beta1";
+
+/// `crd` (serving v1alpha1, its storage version) serving v1beta1 too: the same schema with
+/// `spec.size` named `spec.replicas`.
+pub fn with_beta(mut crd: Value) -> Value {
+    let Some(versions) = crd
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut)
+    else {
+        return crd;
+    };
+    let mut beta = versions[0].clone();
+    beta["name"] = json!(BETA);
+    beta["storage"] = json!(false);
+    if let Some(props) = beta
+        .pointer_mut("/schema/openAPIV3Schema/properties/spec/properties")
+        .and_then(Value::as_object_mut)
+        && let Some(size) = props.remove("size")
+    {
+        props.insert("replicas".into(), size);
+    }
+    if let Some(required) = beta
+        .pointer_mut("/schema/openAPIV3Schema/properties/spec/required")
+        .and_then(Value::as_array_mut)
+    {
+        for r in required.iter_mut().filter(|r| *r == "size") {
+            *r = json!("replicas");
+        }
+    }
+    for c in beta
+        .get_mut("additionalPrinterColumns")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if c["jsonPath"] == ".spec.size" {
+            c["jsonPath"] = json!(".spec.replicas");
+        }
+    }
+    versions.push(beta);
+    crd
+}
+
+/// Converts a PodReplica to `to_version` (`v1alpha1` or `v1beta1`).
+pub fn convert(mut object: Value, to_version: &str) -> Result<Value, String> {
+    let (from, to) = match to_version {
+        BETA => ("size", "replicas"),
+        "v1alpha1" => ("replicas", "size"),
+        other => return Err(format!("PodReplica has no version {other}")),
+    };
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut)
+        && let Some(n) = spec.remove(from)
+    {
+        spec.insert(to.into(), n);
+    }
+    object["apiVersion"] = json!(format!("app.example.com/{to_version}"));
+    Ok(object)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +130,30 @@ mod tests {
         );
         let set = json!({"spec": {"size": 1, "image": "nginx:1"}});
         assert_eq!(default(set.clone()), set);
+    }
+
+    #[test]
+    fn beta_names_size_replicas_both_ways() {
+        let alpha = json!({"apiVersion": "app.example.com/v1alpha1", "spec": {"size": 2}});
+        let beta = convert(alpha.clone(), BETA).unwrap();
+        assert_eq!(
+            beta,
+            json!({"apiVersion": "app.example.com/v1beta1", "spec": {"replicas": 2}})
+        );
+        assert_eq!(convert(beta, "v1alpha1").unwrap(), alpha);
+        assert!(convert(alpha, "v2").is_err());
+        let crd = with_beta(
+            serde_json::to_value(<crate::PodReplica as kube_core::CustomResourceExt>::crd())
+                .unwrap(),
+        );
+        let v = &crd["spec"]["versions"][1];
+        assert_eq!(
+            (v["name"].as_str(), v["storage"].as_bool()),
+            (Some(BETA), Some(false))
+        );
+        assert!(
+            v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"]
+                .is_object()
+        );
     }
 }

@@ -27,6 +27,16 @@ pub fn primary_kind() -> KindRef {
     }
 }
 
+/// The CRD of the PodReplica type; the `admitted` build serves v1beta1 too.
+fn crd() -> serde_json::Value {
+    let crd = serde_json::to_value(PodReplica::crd()).expect("CRD serialises");
+    if cfg!(feature = "admitted") {
+        admission::with_beta(crd)
+    } else {
+        crd
+    }
+}
+
 /// Create and delete pods; in the `configured` build, read ConfigMaps too (the shared ones
 /// it asks for by label).
 fn permissions() -> Vec<Permission> {
@@ -91,14 +101,14 @@ impl Plugin for PodReplicaPlugin {
                 env!("CARGO_PKG_VERSION").into()
             },
             primary: primary_kind(),
-            crd: Some(serde_json::to_value(PodReplica::crd()).expect("CRD serialises")),
+            crd: Some(crd()),
             relations: relations(),
             permissions: permissions(),
             finalizer: None,
             webhooks: wasmop_sdk::Webhooks {
                 validate: cfg!(feature = "admitted"),
                 default: cfg!(feature = "admitted"),
-                convert: false,
+                convert: cfg!(feature = "admitted"),
             },
             outbound_hosts: Vec::new(),
         }
@@ -110,6 +120,10 @@ impl Plugin for PodReplicaPlugin {
 
     fn default(object: serde_json::Value) -> Result<serde_json::Value, String> {
         Ok(admission::default(object))
+    }
+
+    fn convert(object: serde_json::Value, to_version: &str) -> Result<serde_json::Value, String> {
+        admission::convert(object, to_version)
     }
 
     fn reconcile(

@@ -65,8 +65,8 @@ impl Config {
     }
 }
 
-/// Each plugin's (name, declares `validate`, declares `default`), and the CA they name.
-type Registered = (Vec<(String, bool, bool)>, String);
+/// Each plugin's (name, declares `validate`, `default`, `convert`), and the CA they name.
+type Registered = (Vec<(String, bool, bool, bool)>, String);
 
 /// Makes (or reads) the certificate, serves the webhooks and keeps the configurations in
 /// step with the active versions until `shutdown` completes.
@@ -120,7 +120,10 @@ pub async fn run(
         let infos = plugins.active().await;
         let mut declared: Vec<_> = infos
             .iter()
-            .map(|i| (i.name.clone(), i.webhooks.validate, i.webhooks.default))
+            .map(|i| {
+                let w = &i.webhooks;
+                (i.name.clone(), w.validate, w.default, w.convert)
+            })
             .collect();
         declared.sort();
         let now = (declared, ca.clone());

@@ -4,13 +4,17 @@
 //! update) of its primary kind, calling the host at the endpoint with the CA's `caBundle`.
 //! Failure policy `Fail` (an operation the host cannot judge is refused, as the plugin would
 //! have to judge it), 10 s timeout, no side effects. A configuration of a plugin that no
-//! longer declares its webhook, or no longer runs, is deleted.
+//! longer declares its webhook, or no longer runs, is deleted. For a version that declares
+//! `convert`, its CRD's `spec.conversion` names the host's `/convert/PLUGIN` (strategy
+//! `Webhook`); set back to `None` when a version that does not convert follows it.
 
+use base64::Engine;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
     ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 
@@ -31,6 +35,18 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// The CRD's conversion webhook `clientConfig` for `path` (JSON, `caBundle` base64).
+    fn conversion_config(&self, path: &str, ca: &str) -> serde_json::Value {
+        let bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+        match self {
+            Endpoint::Url(base) => serde_json::json!({
+                "url": format!("{}{path}", base.trim_end_matches('/')), "caBundle": bundle}),
+            Endpoint::Service(namespace, name, port) => serde_json::json!({
+                "service": {"namespace": namespace, "name": name, "path": path, "port": port},
+                "caBundle": bundle}),
+        }
+    }
+
     fn client_config(&self, path: &str, ca: &str) -> WebhookClientConfig {
         let ca_bundle = Some(ByteString(ca.as_bytes().to_vec()));
         match self {
@@ -145,6 +161,42 @@ pub async fn register(
                 .await
                 .map_err(|x| e(&format!("MutatingWebhookConfiguration {name}"), x))?;
         }
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let converter = PatchParams::apply("wasmop-conversion").force();
+    for info in infos {
+        let crd = format!("{}.{}", info.primary.plural, info.primary.group);
+        let path = format!("/convert/{}", info.name);
+        let conversion = if info.webhooks.convert {
+            serde_json::json!({"strategy": "Webhook", "webhook": {
+                "clientConfig": at.conversion_config(&path, ca),
+                "conversionReviewVersions": ["v1"]}})
+        } else {
+            // Only a conversion the host set is set back.
+            let ours = crds.get_opt(&crd).await.ok().flatten().is_some_and(|c| {
+                c.spec.conversion.as_ref().is_some_and(|v| {
+                    v.webhook.as_ref().is_some_and(|w| {
+                        w.client_config.as_ref().is_some_and(|cc| {
+                            cc.url.as_deref().is_some_and(|u| u.ends_with(&path))
+                                || cc
+                                    .service
+                                    .as_ref()
+                                    .is_some_and(|s| s.path.as_deref() == Some(&path))
+                        })
+                    })
+                })
+            });
+            if !ours {
+                continue;
+            }
+            serde_json::json!({"strategy": "None"})
+        };
+        let patch = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition", "metadata": {"name": crd},
+            "spec": {"conversion": conversion}});
+        crds.patch(&crd, &converter, &Patch::Apply(patch))
+            .await
+            .map_err(|x| e(&format!("CustomResourceDefinition {crd}"), x))?;
     }
     let managed = ListParams::default().labels(&format!("{}={}", MANAGED.0, MANAGED.1));
     let wanted = |name: &str, declared: fn(&PluginInfo) -> bool| {

@@ -104,6 +104,40 @@ pub fn patched(uid: &str, before: &Value, after: &Value) -> Value {
     review(response)
 }
 
+/// What one ConversionReview (`apiextensions.k8s.io/v1`) asks: its uid, the version the
+/// objects are wanted in (`group/version`), the objects.
+pub fn conversion(review: &Value) -> Result<(String, String, Vec<Value>), String> {
+    let r = review
+        .get("request")
+        .ok_or("a ConversionReview without a request")?;
+    let uid = r.get("uid").and_then(Value::as_str).unwrap_or_default();
+    let desired = r
+        .get("desiredAPIVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if uid.is_empty() || desired.is_empty() {
+        return Err("a ConversionReview request without a uid or a desiredAPIVersion".into());
+    }
+    let objects = r
+        .get("objects")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Ok((uid.to_string(), desired.to_string(), objects))
+}
+
+/// The answer to a ConversionReview: the converted objects, or the failure.
+pub fn converted(uid: &str, objects: Result<Vec<Value>, String>) -> Value {
+    let response = match objects {
+        Ok(objects) => json!({"uid": uid, "convertedObjects": objects,
+            "result": {"status": "Success"}}),
+        Err(message) => json!({"uid": uid, "convertedObjects": [],
+            "result": {"status": "Failure", "message": message}}),
+    };
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "response": response})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +184,28 @@ mod tests {
             ("PodReplica", "app.example.com", "web"),
         );
         assert_eq!(ok["response"], json!({"uid": "u-2", "allowed": true}));
+    }
+
+    #[test]
+    fn a_conversion_review_is_read_and_answered() {
+        let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "c-1", "desiredAPIVersion": "app.example.com/v1beta1",
+                "objects": [{"apiVersion": "app.example.com/v1alpha1"}]}});
+        let (uid, desired, objects) = conversion(&review).unwrap();
+        assert_eq!(
+            (uid.as_str(), desired.as_str(), objects.len()),
+            ("c-1", "app.example.com/v1beta1", 1)
+        );
+        assert_eq!(
+            converted("c-1", Ok(vec![json!({})]))["response"]["result"]["status"],
+            "Success"
+        );
+        let failed = converted("c-1", Err("no".into()));
+        assert_eq!(
+            failed["response"]["result"],
+            json!({"status": "Failure", "message": "no"})
+        );
+        assert!(conversion(&json!({"request": {"uid": "c"}})).is_err());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The webhook server: HTTPS (rustls on ring, the certificate [`Presented`]) with one route
-//! per plugin and webhook, `POST /validate/{plugin}` and `POST /default/{plugin}`, each
-//! answering an AdmissionReview with the plugin's active version at the moment of the
-//! request: a hot swap changes the answers from the next request on.
+//! per plugin and webhook, `POST /validate/{plugin}` and `POST /default/{plugin}` answering
+//! an AdmissionReview, `POST /convert/{plugin}` a ConversionReview, each with the plugin's
+//! active version at the moment of the request: a hot swap changes the answers from the
+//! next request on.
 //!
 //! The host fails closed: a version whose `validate` or `default` traps, runs out of time or
 //! answers something malformed refuses the operation, as a reconcile that fails changes
@@ -79,7 +80,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "webhook server listening (/validate/PLUGIN, /default/PLUGIN)");
+        tracing::info!(%addr, "webhook server listening (/validate/PLUGIN, /default/PLUGIN, /convert/PLUGIN)");
     }
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -99,6 +100,7 @@ pub async fn serve(
     let router = Router::new()
         .route("/validate/{plugin}", post(validate))
         .route("/default/{plugin}", post(default))
+        .route("/convert/{plugin}", post(convert))
         .with_state(Served { plugins, sandbox });
     axum::serve(tls, router)
         .with_graceful_shutdown(shutdown)
@@ -190,4 +192,57 @@ async fn default(
             ))
         }
     }
+}
+
+async fn convert(
+    State(s): State<Served>,
+    Path(name): Path<String>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    let (uid, desired, objects) = match review::conversion(&body) {
+        Ok(asked) => asked,
+        Err(e) => return Json(review::converted("", Err(e))),
+    };
+    let Some(slot) = s.plugins.slot(&name).await else {
+        return Json(review::converted(
+            &uid,
+            Err(format!("no plugin `{name}` runs here")),
+        ));
+    };
+    let plugin = slot.current();
+    let version = desired.rsplit('/').next().unwrap_or_default().to_string();
+    let mut out = Vec::with_capacity(objects.len());
+    for object in objects {
+        let what = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let answer = s
+            .sandbox
+            .transform(plugin.clone(), Some(version.clone()), object, what.clone())
+            .await;
+        match answer {
+            Ok(Ok(o)) if o.get("apiVersion").and_then(Value::as_str) == Some(desired.as_str()) => {
+                out.push(o)
+            }
+            Ok(Ok(o)) => {
+                return Json(review::converted(
+                    &uid,
+                    Err(format!(
+                        "plugin {name} converted {what} to apiVersion {}, not {desired}",
+                        o.get("apiVersion").unwrap_or(&Value::Null)
+                    )),
+                ));
+            }
+            Ok(Err(why)) => return Json(review::converted(&uid, Err(why))),
+            Err(e) => {
+                return Json(review::converted(
+                    &uid,
+                    Err(format!("plugin {name} could not convert {what}: {e}")),
+                ));
+            }
+        }
+    }
+    Json(review::converted(&uid, Ok(out)))
 }

@@ -4,8 +4,10 @@
 //! image tagged `latest` is refused with the API server's wording of an invalid object, an
 //! object created without `spec.image` reads back with it, a size above 50 is warned about
 //! (kubectl prints it), 200 creates in flight 16 at a time all pass through both webhooks.
-//! Swapped to a version without webhooks, the configurations are unregistered and what was
-//! refused is accepted, without a restart.
+//! An object written as v1beta1 (`spec.replicas`) is converted by the plugin, stored and
+//! decided as v1alpha1 (`spec.size`), and reads back as v1beta1. Swapped to a version
+//! without webhooks, the configurations are unregistered and what was refused is accepted,
+//! without a restart.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
@@ -157,6 +160,48 @@ async fn validate_and_default_are_served_as_webhooks_and_swapped_with_the_plugin
         took[99],
         took[197]
     );
+
+    // Conversion: the CRD serves v1beta1 (`spec.replicas`) beside v1alpha1 (`spec.size`,
+    // stored); written as v1beta1, read as either, decided by the controller (which reads
+    // v1alpha1).
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    eventually(
+        Duration::from_secs(60),
+        "the CRD converts through the host",
+        || async {
+            let crd = crds.get("podreplicas.app.example.com").await.ok()?;
+            (crd.spec.conversion?.strategy == "Webhook").then_some(())
+        },
+    )
+    .await;
+    let beta_ar = kube::api::ApiResource {
+        version: "v1beta1".into(),
+        api_version: "app.example.com/v1beta1".into(),
+        ..ar.clone()
+    };
+    let beta: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &beta_ar);
+    let written: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "app.example.com/v1beta1", "kind": "PodReplica",
+        "metadata": {"name": "beta", "namespace": "default"}, "spec": {"replicas": 2}}))
+    .unwrap();
+    let made = beta.create(&pp, &written).await.unwrap();
+    assert_eq!(made.data["spec"]["replicas"], 2);
+    assert_eq!(
+        made.data["spec"]["image"], "busybox",
+        "defaulted as v1beta1"
+    );
+    let alpha = api.get("beta").await.unwrap();
+    assert_eq!(alpha.data["spec"]["size"], 2, "read as v1alpha1");
+    assert!(alpha.data["spec"].get("replicas").is_none());
+    let uid = alpha.metadata.uid.clone().unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the controller made beta's two pods",
+        || async { (live_owned_pods(&client, "default", &uid).await.len() == 2).then_some(()) },
+    )
+    .await;
+    let back = beta.get("beta").await.unwrap();
+    assert_eq!(back.data["spec"]["replicas"], 2, "read back as v1beta1");
 
     // Swapped to a version without webhooks: unregistered, and `latest` goes through.
     let (ok, text) = push(&cluster, "podreplica", "podreplica_v2.wasm");
