@@ -23,6 +23,13 @@ pub struct LoadedPlugin {
     pub(crate) pre: PluginBindingsPre<StoreData>,
 }
 
+impl LoadedPlugin {
+    /// The contract version the component was built against (`0.4.0` or `0.3.0`).
+    pub fn contract(&self) -> &'static str {
+        self.pre.contract()
+    }
+}
+
 impl std::fmt::Debug for LoadedPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedPlugin")

@@ -21,6 +21,8 @@ pub struct InfoArgs {
 struct Shown<'a> {
     digest: &'a str,
     size: usize,
+    /// The contract version the component was built against.
+    contract: &'static str,
     #[serde(flatten)]
     info: &'a PluginInfo,
 }
@@ -41,6 +43,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
     let shown = Shown {
         digest: &plugin.digest,
         size: plugin.size,
+        contract: plugin.contract(),
         info: &plugin.info,
     };
     print!("{}", crate::cases::input::to_yaml(&shown)?);
