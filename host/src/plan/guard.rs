@@ -236,6 +236,7 @@ impl Guard {
         let generate = s("/metadata/generateName");
         let ns = s("/metadata/namespace");
         self.check_protected(
+            info,
             &api_version,
             &kind_name,
             ns.as_deref().or(primary.namespace.as_deref()),
@@ -250,6 +251,7 @@ impl Guard {
             })?
             .clone();
         self.check_protected_resource(
+            info,
             &kind,
             ns.as_deref().or(primary.namespace.as_deref()),
             name.as_deref(),
@@ -343,6 +345,7 @@ impl Guard {
                 }
                 Action::Delete(target) => {
                     self.check_protected(
+                        info,
                         &target.api_version,
                         &target.kind,
                         target.namespace.as_deref().or(primary.namespace.as_deref()),
@@ -360,6 +363,7 @@ impl Guard {
                         })?
                         .clone();
                     self.check_protected_resource(
+                        info,
                         &kind,
                         target.namespace.as_deref().or(primary.namespace.as_deref()),
                         Some(&target.name),

@@ -3,8 +3,10 @@
 
 use similar::TextDiff;
 
+use serde_json::Value;
+
 use crate::cases::input::to_yaml;
-use crate::runtime::Outcome;
+use crate::runtime::{Action, Outcome};
 
 /// Longest diff kept, in bytes (a divergence goes into the WasmPlugin status).
 pub const MAX_DIFF: usize = 4096;
@@ -38,8 +40,11 @@ pub fn compare(active: &Outcome, candidate: &Outcome) -> Comparison {
 /// [`MAX_DIFF`] bytes, computed within [`DIFF_BUDGET`]. CPU work: call it off the async
 /// workers.
 pub fn diff(active: &Outcome, candidate: &Outcome) -> String {
-    let a = to_yaml(active).unwrap_or_else(|e| format!("{e}"));
-    let b = to_yaml(candidate).unwrap_or_else(|e| format!("{e}"));
+    let a = to_yaml(&redacted(active)).unwrap_or_else(|e| format!("{e}"));
+    let b = to_yaml(&redacted(candidate)).unwrap_or_else(|e| format!("{e}"));
+    if a == b {
+        return "the outcomes differ only in the data of a Secret (not shown)\n".into();
+    }
     let text = TextDiff::configure()
         .timeout(DIFF_BUDGET)
         .diff_lines(&a, &b)
@@ -48,6 +53,33 @@ pub fn diff(active: &Outcome, candidate: &Outcome) -> String {
         .header("active", "candidate")
         .to_string();
     cut(text, MAX_DIFF)
+}
+
+/// `o` with the values of every Secret's `data` and `stringData` it applies replaced by
+/// `(redacted)`: a diff shows which keys, never what they hold.
+fn redacted(o: &Outcome) -> Outcome {
+    let Outcome::Plan(plan) = o else {
+        return o.clone();
+    };
+    let mut plan = plan.clone();
+    for action in &mut plan.actions {
+        if let Action::Apply(object) = action
+            && object.get("kind").and_then(Value::as_str) == Some("Secret")
+            && object.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        {
+            for field in ["data", "stringData"] {
+                for v in object
+                    .get_mut(field)
+                    .and_then(Value::as_object_mut)
+                    .into_iter()
+                    .flat_map(|m| m.values_mut())
+                {
+                    *v = Value::String("(redacted)".into());
+                }
+            }
+        }
+    }
+    Outcome::Plan(plan)
 }
 
 fn cut(mut text: String, max: usize) -> String {
@@ -72,6 +104,31 @@ mod tests {
     fn pod(labels: serde_json::Value) -> Outcome {
         Outcome::Plan(Plan::new().apply(&json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"generateName": "p-", "labels": labels}})))
+    }
+
+    #[test]
+    fn a_secret_shows_its_keys_in_a_diff_never_its_data() {
+        let secret = |password: &str, extra: bool| {
+            let mut data = json!({"password": password});
+            if extra {
+                data["user"] = json!("admin-name");
+            }
+            Outcome::Plan(
+                Plan::new().apply(&json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "db"}, "stringData": data})),
+            )
+        };
+        let d = diff(&secret("hunter2", false), &secret("correct-horse", true));
+        assert!(d.contains("+        user: (redacted)"), "{d}");
+        assert!(
+            !d.contains("hunter2") && !d.contains("correct-horse") && !d.contains("admin-name"),
+            "{d}"
+        );
+        let same_keys = diff(&secret("hunter2", false), &secret("correct-horse", false));
+        assert_eq!(
+            same_keys,
+            "the outcomes differ only in the data of a Secret (not shown)\n"
+        );
     }
 
     #[test]

@@ -46,9 +46,12 @@ pub fn is_secrets(k: &KindRef) -> bool {
     k.group.is_empty() && (k.plural == "secrets" || k.kind == "Secret")
 }
 
-/// Whether the plugin's primary or one of its relations is the Secrets resource.
+/// Whether the plugin's primary, one of its relations or one of its permissions (it may
+/// read Secrets it asks for, or write them) is the Secrets resource.
 pub fn reads_secrets(info: &PluginInfo) -> bool {
-    is_secrets(&info.primary) || info.relations.iter().any(|r| is_secrets(&r.kind))
+    is_secrets(&info.primary)
+        || info.relations.iter().any(|r| is_secrets(&r.kind))
+        || info.permissions.iter().any(|p| is_secrets(&p.kind))
 }
 
 /// How recording goes for one plugin, as the writer last saw it: shown in the WasmPlugin's

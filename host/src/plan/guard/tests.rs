@@ -111,7 +111,7 @@ fn protected_objects_are_refused_whatever_is_declared() {
     let g = guard(5);
     for (av, kind, ns) in [
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None),
-        ("v1", "Secret", None),
+        ("v1", "Secret", Some("wasmop-system")),
         ("v1", "ServiceAccount", None),
         ("wasmop.dev/v1alpha1", "WasmPlugin", Some("wasmop-system")),
         ("v1", "ConfigMap", Some("wasmop-system")),
@@ -129,11 +129,11 @@ fn protected_objects_are_refused_whatever_is_declared() {
         g.check(&i, &primary(), &Plan::new().apply(&cm), &HashSet::new())
             .is_ok()
     );
-    // Deleting a Secret is refused the same way.
+    // Deleting a Secret of the host's namespace is refused the same way.
     let secret = ObjectRef {
         api_version: "v1".into(),
         kind: "Secret".into(),
-        namespace: None,
+        namespace: Some("wasmop-system".into()),
         name: "s".into(),
         uid: None,
     };
@@ -141,6 +141,32 @@ fn protected_objects_are_refused_whatever_is_declared() {
         .check(&i, &primary(), &Plan::new().delete(secret), &HashSet::new())
         .unwrap_err();
     assert_eq!(err.rule, "protected");
+}
+
+/// Secrets: written by a plugin that declares them, in its primary's namespace; refused to
+/// one that does not, and in the host's namespace whatever is declared.
+#[test]
+fn secrets_are_written_only_by_a_plugin_that_declares_them() {
+    let g = guard(5);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "password"}});
+    let declared = declaring(&[("v1", "Secret", "secrets", true)], vec![Verb::Patch]);
+    let steps = g
+        .check(
+            &declared,
+            &primary(),
+            &Plan::new().apply(&secret),
+            &HashSet::new(),
+        )
+        .unwrap();
+    assert_eq!(steps.len(), 1);
+    let other = declaring(
+        &[("v1", "ConfigMap", "configmaps", true)],
+        vec![Verb::Create],
+    );
+    assert_eq!(rule_of(&g, &other, secret.clone()), "protected");
+    let mut theirs = secret;
+    theirs["metadata"]["namespace"] = json!("wasmop-system");
+    assert_eq!(rule_of(&g, &declared, theirs), "protected");
 }
 
 /// A kind declared under another name (`Blob` for the resource `secrets`) is judged by the
