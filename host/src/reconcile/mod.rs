@@ -367,26 +367,22 @@ async fn reconcile_with(
     let asked = ctx.triggers.take(key);
     ctx.holds.answered(key);
     tracing::debug!(asked_ms = ?asked.map(|a| a.elapsed().as_millis()), "deciding");
-    let (mut observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
     // The parsed plan's share of the guest-memory budget is held until the reconcile ends.
-    // A plan that asks for objects it did not observe is decided again with them.
+    // A plan that asks for objects it did not observe is decided again with them, on a
+    // fresh look at the caches.
+    let mut required = std::collections::BTreeMap::new();
     let mut asked_for = Vec::new();
     let mut rounds = 0;
-    let (plan, _held) = loop {
-        let (plan, held) = match decide(
-            ctx,
-            (plugin, role),
-            (obj, &primary, &pref),
-            entry,
-            observed.clone(),
-        )
-        .await?
-        {
-            Decided::Plan(plan, held) => (plan, held),
-            Decided::Done(action) => return Ok(action),
-        };
+    let (plan, _held, owned) = loop {
+        let (mut observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
+        observed.required = required.clone();
+        let (plan, held) =
+            match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
+                Decided::Plan(plan, held) => (plan, held),
+                Decided::Done(action) => return Ok(action),
+            };
         if plan.requires.is_empty() || plan.requires == asked_for {
-            break (plan, held);
+            break (plan, held, owned);
         }
         rounds += 1;
         if rounds > required::MAX_ROUNDS {
@@ -408,10 +404,10 @@ async fn reconcile_with(
                 r.name
             )));
         }
-        observed.required = required::read(&ctx.writer, &plan.requires, pref.namespace.as_deref())
+        required = required::read(&ctx.writer, &plan.requires, pref.namespace.as_deref())
             .await
             .map_err(Failure::Other)?;
-        tracing::debug!(round = rounds, read = ?observed.required.iter().map(|(k, v)| (k, v.len())).collect::<Vec<_>>(),
+        tracing::debug!(round = rounds, read = ?required.iter().map(|(k, v)| (k, v.len())).collect::<Vec<_>>(),
             "deciding again with the objects the plan asked for");
         asked_for = plan.requires;
     };
