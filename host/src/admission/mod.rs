@@ -74,7 +74,7 @@ pub async fn run(
     client: Client,
     config: Config,
     plugins: Arc<dyn Active>,
-    sandbox: Sandbox,
+    (sandbox, metrics): (Sandbox, Arc<crate::telemetry::metrics::Metrics>),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
@@ -96,7 +96,7 @@ pub async fn run(
         listener,
         presented.clone(),
         served,
-        sandbox,
+        (sandbox, metrics),
         shutdown,
     ));
     let (mut ca, mut cert) = (serving.ca, serving.cert);

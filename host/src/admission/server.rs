@@ -11,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -27,7 +27,9 @@ use crate::admission::certs::Presented;
 use crate::admission::review;
 use crate::registry::slot::PluginSlot;
 use crate::runtime::Sandbox;
+use crate::runtime::types::Verdict;
 use crate::telemetry::connections::{Bounded, Connection};
+use crate::telemetry::metrics::{Metrics, WebhookLabels};
 
 /// How long a client has to finish its TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(5);
@@ -42,6 +44,7 @@ pub trait Plugins: Send + Sync {
 struct Served {
     plugins: Arc<dyn Plugins>,
     sandbox: Sandbox,
+    metrics: Arc<Metrics>,
 }
 
 /// A TLS listener for axum: each accepted connection's handshake, bounded in time.
@@ -76,7 +79,7 @@ pub async fn serve(
     listener: TcpListener,
     presented: Arc<Presented>,
     plugins: Arc<dyn Plugins>,
-    sandbox: Sandbox,
+    (sandbox, metrics): (Sandbox, Arc<Metrics>),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     if let Ok(addr) = listener.local_addr() {
@@ -101,10 +104,49 @@ pub async fn serve(
         .route("/validate/{plugin}", post(validate))
         .route("/default/{plugin}", post(default))
         .route("/convert/{plugin}", post(convert))
-        .with_state(Served { plugins, sandbox });
+        .with_state(Served {
+            plugins,
+            sandbox,
+            metrics,
+        });
     axum::serve(tls, router)
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// What came of one request, for the metrics.
+#[derive(Clone, Copy)]
+enum Came {
+    Allowed,
+    Denied,
+    Failed,
+}
+
+impl Came {
+    fn label(self) -> &'static str {
+        match self {
+            Came::Allowed => "allowed",
+            Came::Denied => "denied",
+            Came::Failed => "failed",
+        }
+    }
+}
+
+/// Counts and times one request of `webhook` for `plugin`.
+fn counted(s: &Served, plugin: &str, webhook: &str, started: Instant, result: Came) {
+    let labels = |result: &str| WebhookLabels {
+        plugin: plugin.to_string(),
+        webhook: webhook.to_string(),
+        result: result.to_string(),
+    };
+    s.metrics
+        .webhook_requests
+        .get_or_create(&labels(result.label()))
+        .inc();
+    s.metrics
+        .webhook_duration_seconds
+        .get_or_create(&labels(""))
+        .observe(started.elapsed().as_secs_f64());
 }
 
 async fn validate(
@@ -112,23 +154,25 @@ async fn validate(
     Path(name): Path<String>,
     Json(body): Json<Value>,
 ) -> Json<Value> {
-    let asked = match review::asked(&body) {
+    let started = Instant::now();
+    let (answer, result) = validated(&s, &name, &body).await;
+    counted(&s, &name, "validate", started, result);
+    Json(answer)
+}
+
+async fn validated(s: &Served, name: &str, body: &Value) -> (Value, Came) {
+    let asked = match review::asked(body) {
         Ok(a) => a,
-        Err(e) => return Json(review::refused("", &e)),
+        Err(e) => return (review::refused("", &e), Came::Failed),
     };
-    let Some(slot) = s.plugins.slot(&name).await else {
-        return Json(review::refused(
-            &asked.uid,
-            &format!("no plugin `{name}` runs here"),
-        ));
+    let Some(slot) = s.plugins.slot(name).await else {
+        let why = format!("no plugin `{name}` runs here");
+        return (review::refused(&asked.uid, &why), Came::Failed);
     };
     let plugin = slot.current();
     if !plugin.info.webhooks.validate {
-        return Json(review::answer(
-            &asked.uid,
-            &crate::runtime::types::Verdict::allow(),
-            ("", "", ""),
-        ));
+        let allowed = review::answer(&asked.uid, &Verdict::allow(), ("", "", ""));
+        return (allowed, Came::Allowed);
     }
     let primary = plugin.info.primary.clone();
     let version = plugin.info.version.clone();
@@ -137,18 +181,24 @@ async fn validate(
         .validate(plugin, asked.request.clone(), asked.object.clone())
         .await
     {
-        Ok(verdict) => Json(review::answer(
-            &asked.uid,
-            &verdict,
-            (&primary.kind, &primary.group, &asked.name),
-        )),
+        Ok(verdict) => {
+            let result = if verdict.allowed {
+                Came::Allowed
+            } else {
+                Came::Denied
+            };
+            let kind = (
+                primary.kind.as_str(),
+                primary.group.as_str(),
+                asked.name.as_str(),
+            );
+            (review::answer(&asked.uid, &verdict, kind), result)
+        }
         Err(e) => {
             tracing::warn!(plugin = %name, %version, object = %asked.object, error = %e,
                 "validate failed: the operation is refused");
-            Json(review::refused(
-                &asked.uid,
-                &format!("plugin {name} {version} could not validate: {e}"),
-            ))
+            let why = format!("plugin {name} {version} could not validate: {e}");
+            (review::refused(&asked.uid, &why), Came::Failed)
         }
     }
 }
@@ -158,22 +208,28 @@ async fn default(
     Path(name): Path<String>,
     Json(body): Json<Value>,
 ) -> Json<Value> {
-    let asked = match review::asked(&body) {
+    let started = Instant::now();
+    let (answer, result) = defaulted(&s, &name, &body).await;
+    counted(&s, &name, "default", started, result);
+    Json(answer)
+}
+
+async fn defaulted(s: &Served, name: &str, body: &Value) -> (Value, Came) {
+    let asked = match review::asked(body) {
         Ok(a) => a,
-        Err(e) => return Json(review::refused("", &e)),
+        Err(e) => return (review::refused("", &e), Came::Failed),
     };
-    let Some(slot) = s.plugins.slot(&name).await else {
-        return Json(review::refused(
-            &asked.uid,
-            &format!("no plugin `{name}` runs here"),
-        ));
+    let Some(slot) = s.plugins.slot(name).await else {
+        let why = format!("no plugin `{name}` runs here");
+        return (review::refused(&asked.uid, &why), Came::Failed);
     };
     let plugin = slot.current();
     let Some(before) = asked.request.object.clone() else {
-        return Json(review::patched(&asked.uid, &Value::Null, &Value::Null));
+        let unchanged = review::patched(&asked.uid, &Value::Null, &Value::Null);
+        return (unchanged, Came::Allowed);
     };
     if !plugin.info.webhooks.default {
-        return Json(review::patched(&asked.uid, &before, &before));
+        return (review::patched(&asked.uid, &before, &before), Came::Allowed);
     }
     let version = plugin.info.version.clone();
     match s
@@ -181,15 +237,13 @@ async fn default(
         .transform(plugin, None, before.clone(), asked.object.clone())
         .await
     {
-        Ok(Ok(after)) => Json(review::patched(&asked.uid, &before, &after)),
-        Ok(Err(why)) => Json(review::refused(&asked.uid, &why)),
+        Ok(Ok(after)) => (review::patched(&asked.uid, &before, &after), Came::Allowed),
+        Ok(Err(why)) => (review::refused(&asked.uid, &why), Came::Denied),
         Err(e) => {
             tracing::warn!(plugin = %name, %version, object = %asked.object, error = %e,
                 "default failed: the operation is refused");
-            Json(review::refused(
-                &asked.uid,
-                &format!("plugin {name} {version} could not default: {e}"),
-            ))
+            let why = format!("plugin {name} {version} could not default: {e}");
+            (review::refused(&asked.uid, &why), Came::Failed)
         }
     }
 }
@@ -199,15 +253,20 @@ async fn convert(
     Path(name): Path<String>,
     Json(body): Json<Value>,
 ) -> Json<Value> {
-    let (uid, desired, objects) = match review::conversion(&body) {
+    let started = Instant::now();
+    let (answer, result) = converted(&s, &name, &body).await;
+    counted(&s, &name, "convert", started, result);
+    Json(answer)
+}
+
+async fn converted(s: &Served, name: &str, body: &Value) -> (Value, Came) {
+    let (uid, desired, objects) = match review::conversion(body) {
         Ok(asked) => asked,
-        Err(e) => return Json(review::converted("", Err(e))),
+        Err(e) => return (review::converted("", Err(e)), Came::Failed),
     };
-    let Some(slot) = s.plugins.slot(&name).await else {
-        return Json(review::converted(
-            &uid,
-            Err(format!("no plugin `{name}` runs here")),
-        ));
+    let Some(slot) = s.plugins.slot(name).await else {
+        let why = format!("no plugin `{name}` runs here");
+        return (review::converted(&uid, Err(why)), Came::Failed);
     };
     let plugin = slot.current();
     let version = desired.rsplit('/').next().unwrap_or_default().to_string();
@@ -222,27 +281,23 @@ async fn convert(
             .sandbox
             .transform(plugin.clone(), Some(version.clone()), object, what.clone())
             .await;
+        let failed = |why: String, result| (review::converted(&uid, Err(why)), result);
         match answer {
             Ok(Ok(o)) if o.get("apiVersion").and_then(Value::as_str) == Some(desired.as_str()) => {
                 out.push(o)
             }
             Ok(Ok(o)) => {
-                return Json(review::converted(
-                    &uid,
-                    Err(format!(
-                        "plugin {name} converted {what} to apiVersion {}, not {desired}",
-                        o.get("apiVersion").unwrap_or(&Value::Null)
-                    )),
-                ));
+                let got = o.get("apiVersion").cloned().unwrap_or(Value::Null);
+                let why =
+                    format!("plugin {name} converted {what} to apiVersion {got}, not {desired}");
+                return failed(why, Came::Failed);
             }
-            Ok(Err(why)) => return Json(review::converted(&uid, Err(why))),
+            Ok(Err(why)) => return failed(why, Came::Denied),
             Err(e) => {
-                return Json(review::converted(
-                    &uid,
-                    Err(format!("plugin {name} could not convert {what}: {e}")),
-                ));
+                let why = format!("plugin {name} could not convert {what}: {e}");
+                return failed(why, Came::Failed);
             }
         }
     }
-    Json(review::converted(&uid, Ok(out)))
+    (review::converted(&uid, Ok(out)), Came::Allowed)
 }

@@ -303,7 +303,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             work_client.clone(),
             config,
             active,
-            manager.sandbox().clone(),
+            (manager.sandbox().clone(), metrics.clone()),
             wait_true(shutdown_rx.clone()),
         ));
     }

@@ -14,7 +14,8 @@
 //! `wasmop_leader`, `wasmop_api_requests_total`, `wasmop_cached_objects`,
 //! `wasmop_cache_subscribers`, `wasmop_rollout_decisions_total`, `wasmop_shard_member`,
 //! `wasmop_shard_objects`, `wasmop_shard_ring_members`, `wasmop_shard_moves_total`,
-//! `wasmop_source_refusals_total`, `wasmop_progress_holds_expired_total`.
+//! `wasmop_source_refusals_total`, `wasmop_progress_holds_expired_total`,
+//! `wasmop_webhook_requests_total`, `wasmop_webhook_duration_seconds`.
 
 use std::fmt;
 
@@ -26,6 +27,19 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::telemetry::recent::LastMinute;
+
+/// Labels of a webhook request: the plugin, the webhook (`validate`, `default`,
+/// `convert`) and what came of it (`allowed`, `denied`, `failed`: the plugin trapped, timed
+/// out or answered something malformed, and the operation was refused).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// `validate`, `default` or `convert`.
+    pub webhook: String,
+    /// `allowed`, `denied` or `failed`.
+    pub result: String,
+}
 
 /// Labels of a per-plugin-version metric.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -195,6 +209,11 @@ pub struct Metrics {
     pub progress_holds_expired: Family<PluginOnlyLabels, Counter>,
     /// Plugin versions loaded, per plugin and outcome.
     pub plugin_loads: Family<LoadLabels, Counter>,
+    /// Webhook requests answered, per plugin, webhook and result.
+    pub webhook_requests: Family<WebhookLabels, Counter>,
+    /// Wall time of one webhook request (the sandbox call and the answer), per plugin and
+    /// webhook (`result` empty).
+    pub webhook_duration_seconds: Family<WebhookLabels, Histogram>,
     /// 1 while this replica holds the leader lease, 0 otherwise.
     pub leader: Gauge,
     /// Requests the controllers sent to the API server, by verb (`watch` for watches).
@@ -295,6 +314,9 @@ impl Metrics {
         let queue_depth = Family::<PluginOnlyLabels, Gauge>::default();
         let progress_holds_expired = Family::<PluginOnlyLabels, Counter>::default();
         let plugin_loads = Family::<LoadLabels, Counter>::default();
+        let webhook_requests = Family::<WebhookLabels, Counter>::default();
+        let webhook_duration_seconds =
+            Family::<WebhookLabels, Histogram>::new_with_constructor(duration_histogram as _);
         let leader = Gauge::default();
         let api_requests = Family::<VerbLabels, Counter>::default();
 
@@ -325,6 +347,17 @@ impl Metrics {
             "Wall time of one call into the plugin sandbox",
             Unit::Seconds,
             sandbox_call_duration_seconds.clone(),
+        );
+        registry.register(
+            "webhook_requests",
+            "Webhook requests answered, by plugin, webhook and result",
+            webhook_requests.clone(),
+        );
+        registry.register_with_unit(
+            "webhook_duration",
+            "Wall time of one webhook request",
+            Unit::Seconds,
+            webhook_duration_seconds.clone(),
         );
         registry.register(
             "sandbox_timeouts",
@@ -452,6 +485,8 @@ impl Metrics {
             queue_depth,
             progress_holds_expired,
             plugin_loads,
+            webhook_requests,
+            webhook_duration_seconds,
             leader,
             api_requests,
             cached_objects,

@@ -35,6 +35,15 @@ fn pr(name: &str, size: i64, image: Option<&str>) -> DynamicObject {
     .unwrap()
 }
 
+/// The value of the metric line that starts with `prefix`, from the host's `/metrics`.
+fn metric(host: &Host, prefix: &str) -> f64 {
+    let (_, text) = host.http_get("/metrics").unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 fn kubectl_apply(cluster: &Cluster, yaml: &str) -> (bool, String) {
     use std::io::Write;
     let mut child = cluster
@@ -161,6 +170,22 @@ async fn validate_and_default_are_served_as_webhooks_and_swapped_with_the_plugin
         took[197]
     );
 
+    let counted = |webhook: &str, result: &str| {
+        metric(
+            &host,
+            &format!(
+                "wasmop_webhook_requests_total{{plugin=\"podreplica\",webhook=\"{webhook}\",result=\"{result}\"}}"
+            ),
+        )
+    };
+    assert!(counted("validate", "allowed") >= 202.0 && counted("default", "allowed") >= 202.0);
+    assert_eq!(
+        counted("validate", "denied"),
+        1.0,
+        "the one image tagged latest"
+    );
+    assert_eq!(counted("validate", "failed"), 0.0);
+
     // Conversion: the CRD serves v1beta1 (`spec.replicas`) beside v1alpha1 (`spec.size`,
     // stored); written as v1beta1, read as either, decided by the controller (which reads
     // v1alpha1).
@@ -278,5 +303,10 @@ async fn a_validate_that_traps_or_spins_refuses() {
     api.create(&pp, &hostile("calm", "ok"))
         .await
         .expect("an ordinary object is allowed after the failures");
+    let failed = metric(
+        &host,
+        "wasmop_webhook_requests_total{plugin=\"hostile\",webhook=\"validate\",result=\"failed\"}",
+    );
+    assert_eq!(failed, 2.0, "the trap and the timeout counted as failed");
     drop(host);
 }
