@@ -10,7 +10,7 @@ SHELL := /bin/bash
 WASMOP_CACHE ?= $(HOME)/.cache/wasmop
 export CARGO_TARGET_DIR ?= $(WASMOP_CACHE)/target
 export CARGO_TERM_COLOR ?= never
-GUESTS := -p podreplica -p chaospod
+GUESTS := -p podreplica -p chaospod -p cronjob
 PLUGIN_CRATES := $(GUESTS) -p wasmop-hostile
 
 # One host build serves everything: the end-to-end tests, the benchmarks, the demo and the
@@ -220,6 +220,7 @@ sdk-check: host
 golden: host plugins
 	$(WASMOP) test $(PLUGIN_DIR)/podreplica.wasm guests/conformance/podreplica
 	$(WASMOP) test $(PLUGIN_DIR)/chaospod.wasm guests/chaospod/cases
+	$(WASMOP) test $(PLUGIN_DIR)/cronjob.wasm guests/cronjob/cases
 
 ## crds: generate deploy/crds (the plugins' CRDs and WasmPlugin's) and deploy/plugins (the
 ## RBAC each bundled plugin declares: `wasmop rbac`), and their copies in the Helm chart
