@@ -26,8 +26,8 @@ use tokio_rustls::server::TlsStream;
 use crate::admission::certs::Presented;
 use crate::admission::review;
 use crate::registry::slot::PluginSlot;
-use crate::runtime::Sandbox;
 use crate::runtime::types::Verdict;
+use crate::runtime::{LoadedPlugin, Sandbox};
 use crate::telemetry::connections::{Bounded, Connection};
 use crate::telemetry::metrics::{Metrics, WebhookLabels};
 
@@ -132,6 +132,15 @@ impl Came {
     }
 }
 
+/// The active version of plugin `name`, or why there is none.
+async fn active(s: &Served, name: &str) -> Result<Arc<LoadedPlugin>, String> {
+    s.plugins
+        .slot(name)
+        .await
+        .map(|slot| slot.current())
+        .ok_or_else(|| format!("no plugin `{name}` runs here"))
+}
+
 /// Counts and times one request of `webhook` for `plugin`.
 fn counted(s: &Served, plugin: &str, webhook: &str, started: Instant, result: Came) {
     let labels = |result: &str| WebhookLabels {
@@ -165,11 +174,10 @@ async fn validated(s: &Served, name: &str, body: &Value) -> (Value, Came) {
         Ok(a) => a,
         Err(e) => return (review::refused("", &e), Came::Failed),
     };
-    let Some(slot) = s.plugins.slot(name).await else {
-        let why = format!("no plugin `{name}` runs here");
-        return (review::refused(&asked.uid, &why), Came::Failed);
+    let plugin = match active(s, name).await {
+        Ok(p) => p,
+        Err(why) => return (review::refused(&asked.uid, &why), Came::Failed),
     };
-    let plugin = slot.current();
     if !plugin.info.webhooks.validate {
         let allowed = review::answer(&asked.uid, &Verdict::allow(), ("", "", ""));
         return (allowed, Came::Allowed);
@@ -219,11 +227,10 @@ async fn defaulted(s: &Served, name: &str, body: &Value) -> (Value, Came) {
         Ok(a) => a,
         Err(e) => return (review::refused("", &e), Came::Failed),
     };
-    let Some(slot) = s.plugins.slot(name).await else {
-        let why = format!("no plugin `{name}` runs here");
-        return (review::refused(&asked.uid, &why), Came::Failed);
+    let plugin = match active(s, name).await {
+        Ok(p) => p,
+        Err(why) => return (review::refused(&asked.uid, &why), Came::Failed),
     };
-    let plugin = slot.current();
     let Some(before) = asked.request.object.clone() else {
         let unchanged = review::patched(&asked.uid, &Value::Null, &Value::Null);
         return (unchanged, Came::Allowed);
@@ -264,11 +271,10 @@ async fn converted(s: &Served, name: &str, body: &Value) -> (Value, Came) {
         Ok(asked) => asked,
         Err(e) => return (review::converted("", Err(e)), Came::Failed),
     };
-    let Some(slot) = s.plugins.slot(name).await else {
-        let why = format!("no plugin `{name}` runs here");
-        return (review::converted(&uid, Err(why)), Came::Failed);
+    let plugin = match active(s, name).await {
+        Ok(p) => p,
+        Err(why) => return (review::converted(&uid, Err(why)), Came::Failed),
     };
-    let plugin = slot.current();
     let version = desired.rsplit('/').next().unwrap_or_default().to_string();
     let mut out = Vec::with_capacity(objects.len());
     for object in objects {
