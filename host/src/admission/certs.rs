@@ -181,6 +181,22 @@ pub async fn ensure(
     }
 }
 
+/// The certificate an admin's issuer keeps in `dir` (a mounted `kubernetes.io/tls` Secret,
+/// cert-manager's for one: `tls.crt`, `tls.key`, and `ca.crt`, the CA the webhook
+/// configurations name). Its expiry is the issuer's business (`not_after` 0).
+pub fn read_dir(dir: &std::path::Path) -> Result<Serving, String> {
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))
+    };
+    Ok(Serving {
+        ca: read("ca.crt")?,
+        cert: read("tls.crt")?,
+        key: read("tls.key")?,
+        not_after: 0,
+    })
+}
+
 /// The serving certificate the TLS server presents, replaced in place when renewed.
 #[derive(Debug, Default)]
 pub struct Presented(RwLock<Option<Arc<CertifiedKey>>>);
@@ -228,5 +244,24 @@ mod tests {
             "renewed before expiry"
         );
         Presented::default().set(&s).unwrap();
+    }
+
+    #[test]
+    fn an_issuers_certificate_is_read_from_its_mounted_secret() {
+        let dir = std::env::temp_dir().join(format!("wasmop-certs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = make(&["wasmop-webhook.sys.svc".to_string()]).unwrap();
+        for (name, text) in [("ca.crt", &s.ca), ("tls.crt", &s.cert)] {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        assert!(
+            read_dir(&dir).unwrap_err().contains("tls.key"),
+            "a missing file is named"
+        );
+        std::fs::write(dir.join("tls.key"), &s.key).unwrap();
+        let read = read_dir(&dir).unwrap();
+        assert_eq!((&read.ca, &read.cert), (&s.ca, &s.cert));
+        Presented::default().set(&read).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -40,8 +40,36 @@ pub struct Config {
     pub bind: SocketAddr,
     /// How the API server calls it.
     pub endpoint: Endpoint,
-    /// The Secret that keeps its certificate: (namespace, name).
-    pub secret: (String, String),
+    /// Where its certificate comes from.
+    pub certificate: Certificate,
+}
+
+/// Where the webhook server's certificate comes from.
+#[derive(Debug, Clone)]
+pub enum Certificate {
+    /// Made and renewed by the host, kept in this Secret: (namespace, name).
+    Own(String, String),
+    /// An admin's issuer (cert-manager) keeps it in this directory, a mounted Secret with
+    /// `tls.crt`, `tls.key` and `ca.crt`; read again every minute.
+    Mounted(std::path::PathBuf),
+}
+
+impl Certificate {
+    /// The certificate for `hosts`, made if the host makes its own.
+    async fn obtain(&self, client: &Client, hosts: &[String]) -> Result<certs::Serving, String> {
+        match self {
+            Certificate::Own(ns, secret) => certs::ensure(client, ns, secret, hosts).await,
+            Certificate::Mounted(dir) => certs::read_dir(dir),
+        }
+    }
+
+    /// How often it is looked at again.
+    fn checked_every(&self) -> Duration {
+        match self {
+            Certificate::Own(..) => RENEWAL_CHECK,
+            Certificate::Mounted(_) => Duration::from_secs(60),
+        }
+    }
 }
 
 impl Config {
@@ -79,10 +107,9 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let presented = Arc::new(Presented::default());
-    let (ns, secret) = &config.secret;
     let hosts = config.hosts();
     let serving = loop {
-        match certs::ensure(&client, ns, secret, &hosts).await {
+        match config.certificate.obtain(&client, &hosts).await {
             Ok(s) => break s,
             Err(e) => {
                 tracing::warn!(error = %e, "no webhook certificate yet; trying again in 5 s");
@@ -102,13 +129,14 @@ pub async fn run(
     let (mut ca, mut cert) = (serving.ca, serving.cert);
     // What was last registered: each plugin's (name, validate, default), and the CA.
     let mut registered: Option<Registered> = None;
-    let mut renewal = tokio::time::Instant::now() + RENEWAL_CHECK;
+    let every = config.certificate.checked_every();
+    let mut renewal = tokio::time::Instant::now() + every;
     let mut tick = tokio::time::interval(SYNC);
     while !server.is_finished() {
         tick.tick().await;
         if tokio::time::Instant::now() >= renewal {
-            renewal += RENEWAL_CHECK;
-            match certs::ensure(&client, ns, secret, &hosts).await {
+            renewal += every;
+            match config.certificate.obtain(&client, &hosts).await {
                 Ok(s) if s.cert != cert => {
                     presented.set(&s).map_err(std::io::Error::other)?;
                     (ca, cert) = (s.ca, s.cert);

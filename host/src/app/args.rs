@@ -51,6 +51,11 @@ pub struct RunArgs {
         default_value = "wasmop-webhook-tls"
     )]
     pub webhook_secret: String,
+    /// Serve the webhooks with the certificate an admin's issuer (cert-manager) keeps in
+    /// this directory (a mounted Secret: `tls.crt`, `tls.key`, `ca.crt`) instead of one the
+    /// host makes; read again every minute.
+    #[arg(long, env = "WASMOP_WEBHOOK_CERT_DIR")]
+    pub webhook_cert_dir: Option<PathBuf>,
     /// Elect a leader with a Lease so that several replicas can run and one acts.
     #[arg(long, env = "WASMOP_LEADER_ELECTION")]
     pub leader_election: bool,

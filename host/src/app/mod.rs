@@ -296,7 +296,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let config = crate::admission::Config {
             bind,
             endpoint,
-            secret: (plugin_ns.clone(), args.webhook_secret.clone()),
+            certificate: match &args.webhook_cert_dir {
+                Some(dir) => crate::admission::Certificate::Mounted(dir.clone()),
+                None => crate::admission::Certificate::Own(
+                    plugin_ns.clone(),
+                    args.webhook_secret.clone(),
+                ),
+            },
         };
         let active: Arc<dyn crate::admission::Active> = Arc::new(Running(manager.clone()));
         tokio::spawn(crate::admission::run(
