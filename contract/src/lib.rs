@@ -38,7 +38,7 @@ mod requirement;
 
 pub use admission::{AdmissionRequest, FieldError, Operation, Verdict};
 pub use condition::Condition;
-pub use effect::{Answer, Credential, Header, OutboundRequest, Outcome, Response};
+pub use effect::{Answer, Credential, Header, OriginPattern, OutboundRequest, Outcome, Response};
 pub use observed::Observed;
 pub use requirement::{Matching, Requirement};
 

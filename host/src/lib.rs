@@ -11,7 +11,7 @@
 //! |---|---|
 //! | the sandbox, what the host tells about itself | [`runtime`], [`telemetry`] |
 //! | what a decision sees, decisions as data | [`observe`], [`cases`] |
-//! | the API server, OCI registries | [`k8s`], [`oci`] |
+//! | the API server, OCI registries, hosts outside the cluster | [`k8s`], [`oci`], [`effects`] |
 //! | plans, identities, candidate versions | [`plan`], [`principals`], [`rollout`] |
 //! | caches and expectations | [`cache`], [`expect`] |
 //! | plugin versions and where they come from | [`registry`] |
@@ -30,6 +30,7 @@ pub(crate) mod cache;
 pub(crate) mod cases;
 pub(crate) mod cmd;
 pub(crate) mod controller;
+pub(crate) mod effects;
 pub(crate) mod expect;
 pub mod k8s;
 pub mod observe;

@@ -17,6 +17,7 @@ const LAYERS: &[&str] = &[
     "cases",
     "k8s",
     "oci",
+    "effects",
     "plan",
     "principals",
     "rollout",

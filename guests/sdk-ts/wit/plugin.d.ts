@@ -20,7 +20,8 @@ declare module 'wasmop:plugin/plugin@0.4.0' {
   /**
   * Decide how to clean up before a primary object is deleted. Called only for plugins
   * that declare a finalizer; the host removes the finalizer after a successful plan
-  * with no actions left to do and no request without its answer.
+  * with no actions and no requests: a cleanup that asked outside the cluster (deleting
+  * an external record) is called again with the answers, until it asks nothing more.
   */
   export function cleanup(observed: Observed): Plan;
   /**

@@ -231,6 +231,39 @@ pub struct RunArgs {
     /// signatures count. Off by default: trust roots are the admin's.
     #[arg(long, env = "WASMOP_ALLOW_PLUGIN_KEYS")]
     pub allow_plugin_keys: bool,
+    /// Grant a plugin a host its plans may send requests to: `PLUGIN=scheme://host[:port]`
+    /// (`dns=https://api.example.com`, `dns=https://*.example.com`); repeatable. A request
+    /// must match a host the plugin declares and one granted here. A loopback or
+    /// link-local address is reached only when a grant names its host itself (no `*.`);
+    /// the cluster's API server never.
+    #[arg(
+        long = "outbound-grant",
+        env = "WASMOP_OUTBOUND_GRANTS",
+        value_delimiter = ',',
+        value_name = "PLUGIN=ORIGIN"
+    )]
+    pub outbound_grants: Vec<String>,
+    /// Longest wait, in milliseconds, for one attempt of a request outside the cluster
+    /// (connecting, sending, reading the answer).
+    #[arg(long, env = "WASMOP_OUTBOUND_TIMEOUT_MS", default_value_t = 10_000)]
+    pub outbound_timeout_ms: u64,
+    /// The most bytes of an answer's body kept for the plugin (the rest is cut and the
+    /// answer says `truncated`); at most 16384, as the answers live on the primary.
+    #[arg(long, env = "WASMOP_OUTBOUND_MAX_BODY_BYTES", default_value_t = 8192,
+        value_parser = clap::value_parser!(u32).range(0..=16384))]
+    pub outbound_max_body_bytes: u32,
+    /// Requests outside the cluster of one plugin in flight at once.
+    #[arg(long, env = "WASMOP_OUTBOUND_CONCURRENCY", default_value_t = 8,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub outbound_concurrency: u32,
+    /// Requests outside the cluster one plugin may begin per second.
+    #[arg(long, env = "WASMOP_OUTBOUND_PER_SECOND", default_value_t = 50,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub outbound_per_second: u32,
+    /// Attempts after the first for a request the plugin marked `retry` (after a failure,
+    /// 429 or 5xx; with backoff from 200 ms).
+    #[arg(long, env = "WASMOP_OUTBOUND_RETRIES", default_value_t = 3)]
+    pub outbound_retries: u32,
     /// TESTS ONLY: send plans without the guard's checks, so that a test can show what the
     /// API server refuses on its own. Never in a real deployment.
     #[arg(long, env = "WASMOP_UNSAFE_DISABLE_GUARD", hide = true)]

@@ -198,6 +198,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         elections.work_fence.clone(),
         metrics.clone(),
     )?;
+    let outbound = Arc::new(
+        crate::effects::Outbound::new(
+            &args.outbound_grants,
+            crate::effects::sender::Limits {
+                timeout: Duration::from_millis(args.outbound_timeout_ms),
+                max_body: args.outbound_max_body_bytes as usize,
+                concurrency: args.outbound_concurrency as usize,
+                per_second: args.outbound_per_second,
+                retries: args.outbound_retries,
+                ..Default::default()
+            },
+            &base_config.cluster_url.to_string(),
+        )
+        .await
+        .map_err(anyhow::Error::msg)?,
+    );
     let plugin_ns = args
         .plugin_namespace
         .clone()
@@ -246,6 +262,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         shard: elections.shard.clone(),
         install_crds: args.install_crds,
         labelled: Default::default(),
+        outbound,
     };
     let manager = Arc::new(
         Manager::new(

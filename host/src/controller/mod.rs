@@ -76,6 +76,8 @@ pub struct ControllerDeps {
     /// The owned kinds whose objects made before were labelled with their controller in
     /// this process (unsharded): once each.
     pub labelled: Arc<Labelling>,
+    /// Where plans' requests outside the cluster go out.
+    pub outbound: Arc<crate::effects::Outbound>,
 }
 
 /// The owned kinds (with their primary kind) this process has labelled the unlabelled
@@ -740,6 +742,7 @@ pub async fn run_controller(
         holds,
         sighted,
         primary_gate,
+        outbound: deps.outbound.clone(),
     });
 
     let readiness = {

@@ -81,7 +81,8 @@ pub fn events_kind() -> KindRef {
 /// adoption), its primary's status, its Events, `update` on the primary's finalizers (the
 /// controller references the host sets block the owner's deletion, which the API server
 /// allows only to who may set the owner's finalizers) and `patch` on the primary when it
-/// declares a finalizer. `adopt` is the host's own verb and never a rule.
+/// declares a finalizer or outbound hosts (the answers to its requests are kept on the
+/// primary). `adopt` is the host's own verb and never a rule.
 pub fn plugin_rules(info: &PluginInfo) -> Vec<Rule> {
     let mut rules = Vec::new();
     let mut owns_children = false;
@@ -114,7 +115,7 @@ pub fn plugin_rules(info: &PluginInfo) -> Vec<Rule> {
             Rule::new(&info.primary, Some("finalizers"), &["update"]),
         );
     }
-    if info.finalizer.is_some() {
+    if info.finalizer.is_some() || !info.outbound_hosts.is_empty() {
         add(&mut rules, Rule::new(&info.primary, None, &["patch"]));
     }
     add(

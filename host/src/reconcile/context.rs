@@ -111,6 +111,8 @@ pub struct Context {
     /// Primaries held back while the objects they control progress; a decision that
     /// begins answers the hold.
     pub holds: Arc<crate::expect::progress::Holds>,
+    /// Where the plans' requests outside the cluster go out.
+    pub outbound: Arc<crate::effects::Outbound>,
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //! decide    the plugin's call in the sandbox (decide)
 //! guard     the plan against what the plugin declared (guard)
 //! execute   writes, status and Events; each write expected in the caches (execute, seen)
+//! outbound  the plan's requests outside the cluster; new answers kept on the primary and
+//!           decided on at once (outbound)
 //! requeue   the plan's requeue-after, or error backoff
 //! ```
 
@@ -19,6 +21,7 @@ pub mod execute;
 pub mod finalize;
 pub mod handover;
 pub mod observed;
+pub mod outbound;
 pub mod own_writes;
 pub mod required;
 pub(crate) mod series;
@@ -372,10 +375,12 @@ async fn reconcile_with(
     // fresh look at the caches.
     let mut required = std::collections::BTreeMap::new();
     let mut asked_for = Vec::new();
+    let held = outbound::held_of(obj);
     let mut rounds = 0;
     let (plan, _held, owned) = loop {
         let (mut observed, owned) = observe(ctx, &primary, &pref).map_err(Failure::Other)?;
         observed.required = required.clone();
+        observed.answers = held.clone();
         let (plan, held) =
             match decide(ctx, (plugin, role), (obj, &primary, &pref), entry, observed).await? {
                 Decided::Plan(plan, held) => (plan, held),
@@ -435,11 +440,13 @@ async fn reconcile_with(
         Ok(done) => done?,
         Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
     };
-    if changed_meanwhile || came_to_rest(ctx, key, &pref.uid) {
+    let answered = outbound::carry_out(ctx, plugin, (obj, &primary, &pref), &plan, &held).await?;
+    if changed_meanwhile || answered || came_to_rest(ctx, key, &pref.uid) {
         return Ok(Action::requeue(Duration::ZERO));
     }
 
-    if entry == Entry::Cleanup && plan.actions.is_empty() {
+    // Released once a cleanup has nothing left to write and nothing left to ask outside.
+    if entry == Entry::Cleanup && plan.actions.is_empty() && plan.requests.is_empty() {
         finalize::release(ctx, info, obj, &pref).await?;
         return Ok(Action::await_change());
     }

@@ -20,6 +20,8 @@ pub fn primary_of(ctx: &Context, obj: &DynamicObject) -> Result<(Value, PrimaryR
     let mut primary = serde_json::to_value(obj).map_err(|e| e.to_string())?;
     primary["apiVersion"] = json!(ctx.primary.api_version);
     primary["kind"] = json!(ctx.primary.kind);
+    // The answers the host keeps on the primary reach the guest as `observed.answers`.
+    crate::effects::held::strip(&mut primary);
     let pref = PrimaryRef::of(&primary).ok_or("primary object without name or uid")?;
     Ok((primary, pref))
 }

@@ -55,6 +55,9 @@ pub fn validate_info(info: &PluginInfo) -> Result<(), String> {
             }
         }
     }
+    for h in &info.outbound_hosts {
+        crate::runtime::types::OriginPattern::parse(h).map_err(|e| format!("outbound host {e}"))?;
+    }
     for p in &info.permissions {
         check_kind("permission", &p.kind)?;
         if p.verbs.is_empty() {

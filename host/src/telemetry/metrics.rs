@@ -15,7 +15,9 @@
 //! `wasmop_cache_subscribers`, `wasmop_rollout_decisions_total`, `wasmop_shard_member`,
 //! `wasmop_shard_objects`, `wasmop_shard_ring_members`, `wasmop_shard_moves_total`,
 //! `wasmop_source_refusals_total`, `wasmop_progress_holds_expired_total`,
-//! `wasmop_webhook_requests_total`, `wasmop_webhook_duration_seconds`.
+//! `wasmop_webhook_requests_total`, `wasmop_webhook_duration_seconds`,
+//! `wasmop_outbound_requests_total`, `wasmop_outbound_refused_total`,
+//! `wasmop_outbound_duration_seconds`.
 
 use std::fmt;
 
@@ -38,6 +40,16 @@ pub struct WebhookLabels {
     /// `validate`, `default` or `convert`.
     pub webhook: String,
     /// `allowed`, `denied` or `failed`.
+    pub result: String,
+}
+
+/// Labels of a request outside the cluster: the plugin and what came of it (`response`,
+/// `failed`, `refused`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct OutboundLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// `response`, `failed` or `refused`.
     pub result: String,
 }
 
@@ -214,6 +226,13 @@ pub struct Metrics {
     /// Wall time of one webhook request (the sandbox call and the answer), per plugin and
     /// webhook (`result` empty).
     pub webhook_duration_seconds: Family<WebhookLabels, Histogram>,
+    /// Requests outside the cluster, per plugin and result.
+    pub outbound_requests: Family<OutboundLabels, Counter>,
+    /// Requests outside the cluster the host refused to send, per plugin and rule.
+    pub outbound_refused: Family<RejectLabels, Counter>,
+    /// Wall time of one request outside the cluster (retries and redirects included),
+    /// per plugin.
+    pub outbound_duration_seconds: Family<PluginOnlyLabels, Histogram>,
     /// 1 while this replica holds the leader lease, 0 otherwise.
     pub leader: Gauge,
     /// Requests the controllers sent to the API server, by verb (`watch` for watches).
@@ -317,6 +336,10 @@ impl Metrics {
         let webhook_requests = Family::<WebhookLabels, Counter>::default();
         let webhook_duration_seconds =
             Family::<WebhookLabels, Histogram>::new_with_constructor(duration_histogram as _);
+        let outbound_requests = Family::<OutboundLabels, Counter>::default();
+        let outbound_refused = Family::<RejectLabels, Counter>::default();
+        let outbound_duration_seconds =
+            Family::<PluginOnlyLabels, Histogram>::new_with_constructor(duration_histogram as _);
         let leader = Gauge::default();
         let api_requests = Family::<VerbLabels, Counter>::default();
 
@@ -358,6 +381,22 @@ impl Metrics {
             "Wall time of one webhook request",
             Unit::Seconds,
             webhook_duration_seconds.clone(),
+        );
+        registry.register(
+            "outbound_requests",
+            "Requests outside the cluster, by plugin and result",
+            outbound_requests.clone(),
+        );
+        registry.register(
+            "outbound_refused",
+            "Requests outside the cluster refused before connecting, by plugin and rule",
+            outbound_refused.clone(),
+        );
+        registry.register_with_unit(
+            "outbound_duration",
+            "Wall time of one request outside the cluster, retries and redirects included",
+            Unit::Seconds,
+            outbound_duration_seconds.clone(),
         );
         registry.register(
             "sandbox_timeouts",
@@ -487,6 +526,9 @@ impl Metrics {
             plugin_loads,
             webhook_requests,
             webhook_duration_seconds,
+            outbound_requests,
+            outbound_refused,
+            outbound_duration_seconds,
             leader,
             api_requests,
             cached_objects,
