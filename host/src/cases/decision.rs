@@ -20,7 +20,19 @@ pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
-/// Runs one decision of `plugin` for `primary` among `objects`.
+/// What a decision observed besides the objects: the objects its plan asked for by name or
+/// labels, and the answers to its requests outside the cluster (contract 0.4.0).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Given {
+    /// The objects asked for, by requirement name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub required: std::collections::BTreeMap<String, Vec<Value>>,
+    /// The answers held, one per key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<crate::runtime::types::Answer>,
+}
+
+/// Runs one decision of `plugin` for `primary` among `objects`, with what it was `given`.
 pub fn decide(
     sandbox: &Sandbox,
     plugin: &LoadedPlugin,
@@ -28,6 +40,7 @@ pub fn decide(
     objects: &[Value],
     now_unix_ms: i64,
     seed: u64,
+    given: &Given,
 ) -> anyhow::Result<Outcome> {
     let primary_kind = &plugin.info.primary;
     let (api_version, kind) = (
@@ -45,8 +58,14 @@ pub fn decide(
             primary_kind.kind
         );
     }
-    let observed = observed_for(&plugin.info, primary, objects.iter(), now_unix_ms, seed)
+    let mut observed = observed_for(&plugin.info, primary, objects.iter(), now_unix_ms, seed)
         .map_err(anyhow::Error::msg)?;
+    observed.required.clone_from(&given.required);
+    observed.answers = given
+        .answers
+        .iter()
+        .map(|a| (a.key.clone(), a.clone()))
+        .collect();
     let name = primary
         .pointer("/metadata/name")
         .and_then(Value::as_str)

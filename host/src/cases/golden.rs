@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use similar::TextDiff;
 
-use crate::cases::decision::{Outcome, decide, parse_time};
+use crate::cases::decision::{Given, Outcome, decide, parse_time};
 use crate::cases::input::{check_object, from_yaml, to_yaml};
 use crate::runtime::{LoadedPlugin, Sandbox};
 
@@ -42,6 +42,9 @@ pub struct Case {
     /// Other objects of the namespace.
     #[serde(default)]
     pub objects: Vec<Value>,
+    /// The objects a plan asked for and the answers to its requests.
+    #[serde(flatten)]
+    pub given: Given,
     /// The expected outcome.
     pub expect: Outcome,
 }
@@ -93,6 +96,7 @@ pub fn outcome_of(
         &case.objects,
         now,
         case.seed.unwrap_or(0),
+        &case.given,
     )
 }
 

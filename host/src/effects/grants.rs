@@ -61,6 +61,9 @@ mod tests {
         let l = Pattern::parse("http://127.0.0.1:18080/").unwrap();
         assert!(names(&l, &url("http://127.0.0.1:18080/records")));
         assert!(!matches(&l, &url("http://127.0.0.1:18081/records")));
+        let any = Pattern::parse("http://127.0.0.1:*").unwrap();
+        assert!(names(&any, &url("http://127.0.0.1:18081/records")));
+        assert!(!matches(&any, &url("https://127.0.0.1:18081/records")));
         let v6 = Pattern::parse("http://[::1]:9000").unwrap();
         assert!(names(&v6, &url("http://[::1]:9000/x")));
     }

@@ -46,12 +46,20 @@ pub fn is_secrets(k: &KindRef) -> bool {
     k.group.is_empty() && (k.plural == "secrets" || k.kind == "Secret")
 }
 
-/// Whether the plugin's primary, one of its relations or one of its permissions (it may
-/// read Secrets it asks for, or write them) is the Secrets resource.
+/// Whether the plugin's primary or one of its relations is the Secrets resource, or it may
+/// write Secrets (its plans would carry their data). A plugin that may only read Secrets
+/// (a credential for its requests, or Secrets its plans ask for) is recorded, except the
+/// decisions that observed one ([`case_of`]).
 pub fn reads_secrets(info: &PluginInfo) -> bool {
+    use crate::runtime::Verb;
     is_secrets(&info.primary)
         || info.relations.iter().any(|r| is_secrets(&r.kind))
-        || info.permissions.iter().any(|p| is_secrets(&p.kind))
+        || info.permissions.iter().any(|p| {
+            is_secrets(&p.kind)
+                && p.verbs
+                    .iter()
+                    .any(|v| matches!(v, Verb::Create | Verb::Update | Verb::Patch))
+        })
 }
 
 /// How recording goes for one plugin, as the writer last saw it: shown in the WasmPlugin's
@@ -155,7 +163,7 @@ pub fn case_of(d: &Decision) -> Option<Case> {
         }
         objects.push(obj);
     }
-    if is_secret(&o.primary) {
+    if is_secret(&o.primary) || o.required.values().flatten().any(is_secret) {
         return None;
     }
     let now = jiff::Timestamp::from_millisecond(o.now_unix_ms)
@@ -170,6 +178,10 @@ pub fn case_of(d: &Decision) -> Option<Case> {
         seed: Some(o.seed),
         object: o.primary.clone(),
         objects,
+        given: crate::cases::decision::Given {
+            required: o.required.clone(),
+            answers: o.answers.values().cloned().collect(),
+        },
         expect: d.outcome.clone(),
     })
 }
@@ -341,6 +353,27 @@ mod tests {
         let mut d = decision(7, vec![pod("a")]);
         d.reads_secrets = reads_secrets(&info);
         assert!(case_of(&d).is_some());
+        // Reading Secrets (a credential for its requests) is recorded; writing them is not.
+        let secrets = KindRef {
+            version: "v1".into(),
+            kind: "Secret".into(),
+            plural: "secrets".into(),
+            ..KindRef::pod()
+        };
+        info.permissions = vec![crate::runtime::Permission {
+            kind: secrets.clone(),
+            verbs: vec![crate::runtime::Verb::Get],
+        }];
+        assert!(!reads_secrets(&info));
+        info.permissions[0].verbs.push(crate::runtime::Verb::Create);
+        assert!(reads_secrets(&info));
+        // A decision that asked for a Secret and observed it is not recorded.
+        let mut d = decision(7, vec![pod("a")]);
+        d.observed.required.insert(
+            "token".into(),
+            vec![json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}})],
+        );
+        assert!(case_of(&d).is_none());
     }
 
     #[test]

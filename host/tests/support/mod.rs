@@ -6,6 +6,7 @@
 pub mod diagnose;
 pub mod fleet;
 pub mod hostile_registry;
+pub mod outside;
 pub mod registry;
 pub mod relay;
 pub mod scaffold;

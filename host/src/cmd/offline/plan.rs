@@ -44,6 +44,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<bool> {
         &objects,
         args.now.unwrap_or_else(now_ms),
         args.seed,
+        &Default::default(),
     )?;
     print!("{}", to_yaml(&outcome)?);
     Ok(matches!(outcome, Outcome::Plan(_)))
