@@ -10,7 +10,7 @@ SHELL := /bin/bash
 WASMOP_CACHE ?= $(HOME)/.cache/wasmop
 export CARGO_TARGET_DIR ?= $(WASMOP_CACHE)/target
 export CARGO_TERM_COLOR ?= never
-GUESTS := -p podreplica -p chaospod -p cronjob
+GUESTS := -p podreplica -p chaospod -p cronjob -p dnsrecord
 PLUGIN_CRATES := $(GUESTS) -p wasmop-hostile
 
 # One host build serves everything: the end-to-end tests, the benchmarks, the demo and the

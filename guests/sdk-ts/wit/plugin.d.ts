@@ -20,8 +20,9 @@ declare module 'wasmop:plugin/plugin@0.4.0' {
   /**
   * Decide how to clean up before a primary object is deleted. Called only for plugins
   * that declare a finalizer; the host removes the finalizer after a successful plan
-  * with no actions and no requests: a cleanup that asked outside the cluster (deleting
-  * an external record) is called again with the answers, until it asks nothing more.
+  * with no actions, no requests and no requeue: a cleanup that asked outside the cluster
+  * (deleting an external record) is called again with the answers, and one that must wait
+  * (the outside API failed) says when to be called again, until it asks nothing more.
   */
   export function cleanup(observed: Observed): Plan;
   /**

@@ -445,8 +445,13 @@ async fn reconcile_with(
         return Ok(Action::requeue(Duration::ZERO));
     }
 
-    // Released once a cleanup has nothing left to write and nothing left to ask outside.
-    if entry == Entry::Cleanup && plan.actions.is_empty() && plan.requests.is_empty() {
+    // Released once a cleanup has nothing left to write, nothing to ask outside and no
+    // reason to be called again.
+    if entry == Entry::Cleanup
+        && plan.actions.is_empty()
+        && plan.requests.is_empty()
+        && plan.requeue_after_ms.is_none()
+    {
         finalize::release(ctx, info, obj, &pref).await?;
         return Ok(Action::await_change());
     }

@@ -14,6 +14,7 @@ mod chaospod;
 mod cutoff;
 mod dev;
 mod disk;
+mod effects;
 mod hostile;
 mod hotswap;
 mod identity;

@@ -1,0 +1,450 @@
+//! End to end: effects outside the cluster (contract 0.4.0's requests and answers). The
+//! `dnsrecord` plugin keeps 300 DnsRecords in an outside DNS API (a real HTTP server on
+//! loopback, `support::outside`, with faults on demand: 500s, connections dropped after
+//! the API committed, duplicated deliveries) through two sharded replicas; one is killed
+//! with SIGKILL while creates are in flight (its shard moves to the other) and started
+//! again (the shards move back) while updates are in flight. The API's own counts hold
+//! every record to exactly one create, one update per spec change and one delete
+//! (idempotency keys); the token the host puts in each request's header reached the API on
+//! every request and is in no log and no recording; the recorded decisions replay offline.
+//! A second test: a URL outside the allow-list, a redirect out of it, a loopback address
+//! granted by no name, the API server's address and a declared but ungranted host are
+//! refused before connecting, each with its rule as an Event, the host's `Ready=False`
+//! condition (seen by a watch) and the metric.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use crate::support::outside::Outside;
+use crate::support::uploads::{event_notes, wasmop};
+use crate::support::*;
+
+const RECORDS: usize = 300;
+const CHANGED: usize = 100;
+const ZONE: &str = "example.org";
+const TOKEN: &str = "tok-3f9c1e77a2d54b08";
+
+fn dns_resource() -> ApiResource {
+    ApiResource {
+        group: "dns.example.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "dns.example.com/v1alpha1".into(),
+        kind: "DnsRecord".into(),
+        plural: "dnsrecords".into(),
+    }
+}
+
+fn value_of(i: usize, round: u8) -> String {
+    format!(
+        "{}.{}.{}",
+        if round == 0 { "192.0.2" } else { "198.51.100" },
+        i / 250,
+        i % 250
+    )
+}
+
+fn record(i: usize, endpoint: &str) -> Value {
+    json!({"apiVersion": "dns.example.com/v1alpha1", "kind": "DnsRecord",
+        "metadata": {"name": format!("r-{i}"), "namespace": "default"},
+        "spec": {"endpoint": endpoint, "zone": ZONE, "name": format!("r-{i}"),
+            "value": value_of(i, 0), "tokenSecret": "dns-token"}})
+}
+
+/// Each DnsRecord's (synced, spec value) by name.
+async fn synced(client: &Client) -> Option<BTreeMap<String, (bool, String)>> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &dns_resource());
+    let list = api.list(&ListParams::default()).await.ok()?;
+    Some(
+        list.items
+            .into_iter()
+            .map(|o| {
+                let ok = o.data["status"]["synced"].as_bool().unwrap_or(false)
+                    && o.data["status"]["recordId"].is_string();
+                let value = o.data["spec"]["value"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                (o.metadata.name.unwrap_or_default(), (ok, value))
+            })
+            .collect(),
+    )
+}
+
+/// The outside API holds exactly `want` (name → value), and every DnsRecord says synced.
+async fn all_synced(
+    client: &Client,
+    outside: &Outside,
+    want: &BTreeMap<String, String>,
+    what: &str,
+) {
+    eventually(Duration::from_secs(300), what, || async {
+        let seen = synced(client).await?;
+        let all = seen.len() == want.len() && seen.values().all(|(ok, _)| *ok);
+        let held: BTreeMap<String, String> = outside
+            .records()
+            .into_iter()
+            .map(|r| (r.name, r.value))
+            .collect();
+        (all && held == *want).then_some(())
+    })
+    .await;
+}
+
+fn sharded(cluster: &Cluster, id: &str, grant: &str, records: &str) -> Host {
+    let args = [
+        "--leader-election",
+        "--sharding",
+        "--lease-seconds",
+        "10",
+        "--lease-namespace",
+        "default",
+        "--identity",
+        id,
+        "--outbound-grant",
+        grant,
+        "--record",
+        records,
+        "--record-max",
+        "5000",
+    ];
+    Host::start_with(&cluster.kubeconfig, &["dnsrecord.wasm"], &args, &[])
+}
+
+async fn token_secret(client: &Client) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "dns-token"},
+        "stringData": {"token": TOKEN}}))
+    .unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+}
+
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn records_outside_are_created_updated_and_deleted_once_across_a_kill_and_shard_moves() {
+    let outside = Outside::start();
+    let cluster = Cluster::start("effects");
+    let client = cluster.client().await;
+    token_secret(&client).await;
+    let grant = format!("dnsrecord={}", outside.origin());
+    let recordings = Scratch::new("recordings");
+    let rec_dir = recordings.0.to_str().unwrap().to_string();
+    cluster.grant(&["dnsrecord.wasm"]);
+    let mut a = sharded(&cluster, "a", &grant, &rec_dir);
+    let b = sharded(&cluster, "b", &grant, &rec_dir);
+    let ar = dns_resource();
+    wait_for_crd(&client, &ar).await;
+
+    // Faults while the creates go out.
+    outside.fail_next(20);
+    outside.drop_after_commit(15);
+    outside.duplicate_next(10);
+    let started = Instant::now();
+    let endpoint = outside.origin();
+    futures::stream::iter(0..RECORDS)
+        .map(|i| {
+            let (client, ar, endpoint) = (client.clone(), ar.clone(), endpoint.clone());
+            async move { apply(&client, &ar, "default", &record(i, &endpoint)).await }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    // SIGKILL of a replica with creates in flight: its shard moves to the other.
+    eventually(
+        Duration::from_secs(120),
+        "a third of the creates sent",
+        || async { (outside.stats().creates >= RECORDS / 3).then_some(()) },
+    )
+    .await;
+    a.kill();
+    println!("replica a killed after {} creates", outside.stats().creates);
+    let mut want: BTreeMap<String, String> = (0..RECORDS)
+        .map(|i| (format!("r-{i}"), value_of(i, 0)))
+        .collect();
+    all_synced(&client, &outside, &want, "every record created and synced").await;
+    println!(
+        "{RECORDS} records created and synced in {:?}: {:?}",
+        started.elapsed(),
+        outside.stats()
+    );
+    let creates = outside.creates_by_name();
+    assert_eq!(creates.len(), RECORDS, "one record per DnsRecord");
+    let twice: Vec<_> = creates.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(
+        twice.is_empty(),
+        "records created more than once: {twice:?}"
+    );
+    let stats = outside.stats();
+    assert!(
+        stats.injected_failures >= 20 && stats.dropped_after_commit >= 15,
+        "{stats:?}"
+    );
+    assert!(
+        stats.duplicates > 0,
+        "the kill, the drops and the duplicates were answered from the idempotency store: {stats:?}"
+    );
+
+    // The killed replica back: the shards move again, while updates are in flight.
+    let a = sharded(&cluster, "a", &grant, &rec_dir);
+    outside.fail_next(10);
+    outside.drop_after_commit(10);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    for i in 0..CHANGED {
+        api.patch(
+            &format!("r-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": value_of(i, 1)}})),
+        )
+        .await
+        .unwrap();
+        want.insert(format!("r-{i}"), value_of(i, 1));
+    }
+    all_synced(&client, &outside, &want, "every changed record updated").await;
+    let updates: BTreeMap<String, usize> = outside
+        .records()
+        .into_iter()
+        .map(|r| (r.name, r.updates))
+        .collect();
+    for i in 0..RECORDS {
+        let n = updates[&format!("r-{i}")];
+        assert_eq!(n, usize::from(i < CHANGED), "r-{i} updated {n} times");
+    }
+
+    // Deleted: the finalizer holds each until the API says its record is gone.
+    futures::stream::iter(0..RECORDS)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.delete(&format!("r-{i}"), &DeleteParams::default())
+                    .await
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(300), "every DnsRecord gone", || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        outside.records().is_empty(),
+        "records left outside: {}",
+        outside.records().len()
+    );
+    let deletes = outside.deletes_by_name();
+    assert_eq!(deletes.len(), RECORDS);
+    assert!(
+        deletes.values().all(|n| *n == 1),
+        "deleted more than once: {deletes:?}"
+    );
+    let stats = outside.stats();
+    println!("after the deletes: {stats:?}");
+
+    // The token reached the API on every request, and nothing else saw it.
+    let auth = outside.authorizations();
+    assert_eq!(auth.len(), stats.requests);
+    assert!(
+        auth.iter().all(|h| *h == format!("Bearer {TOKEN}")),
+        "a request without the token"
+    );
+    for log in [&a.log, &b.log] {
+        let text = std::fs::read_to_string(log).unwrap();
+        assert!(!text.contains(TOKEN), "the token in {}", log.display());
+    }
+    let files = files_under(&recordings.0);
+    assert!(files.len() > RECORDS, "decisions recorded: {}", files.len());
+    let mut with_answers = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(!text.contains(TOKEN), "the token in {}", f.display());
+        with_answers += usize::from(text.contains("answers:"));
+    }
+    assert!(
+        with_answers > RECORDS,
+        "decisions that observed answers recorded: {with_answers}"
+    );
+    // Decided again offline, against the answers they observed.
+    let file = plugin_dir().join("dnsrecord.wasm");
+    let (ok, out) = wasmop(&["replay", file.to_str().unwrap(), &rec_dir]);
+    assert!(ok, "replay: {out}");
+    println!("{}", out.lines().last().unwrap_or_default());
+    drop((a, b));
+}
+
+/// The rules each record's endpoint breaks, by record name.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_leaving_the_allow_list_are_refused_before_connecting() {
+    let outside = Outside::start();
+    let cluster = Cluster::start("refusals");
+    let client = cluster.client().await;
+    token_secret(&client).await;
+    let api_port = {
+        let text = std::fs::read_to_string(&cluster.kubeconfig).unwrap();
+        let server = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        server
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .trim_end_matches('/')
+            .to_string()
+    };
+    let unused = free_port();
+    // The outside API's origin granted by name; any other loopback port only by a pattern
+    // that does not name the host.
+    let grants = [
+        format!("dnsrecord={}", outside.origin()),
+        "dnsrecord=http://*.0.0.1:*".to_string(),
+    ];
+    let mut args = Vec::new();
+    for g in &grants {
+        args.extend(["--outbound-grant", g.as_str()]);
+    }
+    let host = Host::start(&cluster, &["dnsrecord.wasm"], &args, &[]);
+    let ar = dns_resource();
+    wait_for_crd(&client, &ar).await;
+
+    // A watch of every DnsRecord for the whole window: the host's condition, however short.
+    let seen: std::sync::Arc<std::sync::Mutex<BTreeSet<(String, String)>>> = Default::default();
+    let watching = {
+        let (seen, api) = (
+            seen.clone(),
+            Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar),
+        );
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default()).boxed();
+            while let Some(Ok(e)) = events.next().await {
+                let objs: Vec<DynamicObject> = match e {
+                    watcher::Event::Apply(o) | watcher::Event::InitApply(o) => vec![o],
+                    _ => vec![],
+                };
+                for o in objs {
+                    for c in o.data["status"]["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                    {
+                        if c["type"] == "Ready"
+                            && c["status"] == "False"
+                            && c["reason"] == "RequestRefused"
+                        {
+                            seen.lock().unwrap().insert((
+                                o.metadata.name.clone().unwrap_or_default(),
+                                c["message"].as_str().unwrap_or_default().to_string(),
+                            ));
+                        }
+                    }
+                }
+            }
+        })
+    };
+
+    let cases = [
+        (
+            "not-declared",
+            format!("http://127.0.0.2:{}", outside.addr().port()),
+        ),
+        ("not-granted", "https://dns.example.com".to_string()),
+        ("redirect", format!("{}/away", outside.origin())),
+        ("loopback", format!("http://127.0.0.1:{unused}")),
+        ("api-server", format!("http://127.0.0.1:{api_port}")),
+    ];
+    for (rule, endpoint) in &cases {
+        let mut r = record(0, endpoint);
+        r["metadata"]["name"] = json!(rule);
+        apply(&client, &ar, "default", &r).await.unwrap();
+    }
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    for (rule, _) in &cases {
+        let needle = format!("refused by the host: {rule}:");
+        eventually(
+            Duration::from_secs(60),
+            &format!("{rule}: the status says why"),
+            || async {
+                let o = api.get(rule).await.ok()?;
+                o.data["status"]["message"]
+                    .as_str()?
+                    .contains(&needle)
+                    .then_some(())
+            },
+        )
+        .await;
+        eventually(
+            Duration::from_secs(30),
+            &format!("{rule}: the host's condition"),
+            || async {
+                seen.lock()
+                    .unwrap()
+                    .iter()
+                    .any(|(name, m)| {
+                        name == rule && m.contains(&format!("refused by rule {rule}:"))
+                    })
+                    .then_some(())
+            },
+        )
+        .await;
+        let metric =
+            format!("wasmop_outbound_refused_total{{plugin=\"dnsrecord\",rule=\"{rule}\"}}");
+        eventually(
+            Duration::from_secs(30),
+            &format!("{rule}: the metric"),
+            || async {
+                let (_, m) = host.http_get("/metrics")?;
+                m.lines()
+                    .any(|l| {
+                        l.starts_with(&metric)
+                            && l.rsplit(' ')
+                                .next()
+                                .and_then(|v| v.parse::<f64>().ok())
+                                .is_some_and(|v| v >= 1.0)
+                    })
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    let notes = event_notes(&client, "RequestRefused").await;
+    for (rule, _) in &cases {
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains(&format!("refused by rule {rule}:"))),
+            "no RequestRefused Event for {rule}: {notes:?}"
+        );
+    }
+    // Nothing reached the outside API: the redirect's first hop only, refused on its way out.
+    let stats = outside.stats();
+    assert_eq!(stats.creates, 0, "{stats:?}");
+    watching.abort();
+}
