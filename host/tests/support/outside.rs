@@ -10,8 +10,13 @@
 //! - `DELETE /zones/{zone}/records/{id}` removes one: 204, 404 if there is none.
 //! - `GET /zones/{zone}/records/{id}`: 200 with it, 404 if there is none.
 //! - `GET /redirect?to=URL`: 307 to `URL`.
+//! - `/away/REST`, any method: 307 to `http://localhost:PORT/REST` (the same server by
+//!   another name).
 //!
-//! A body that is not a record is answered 400.
+//! A body that is not a record is answered 400. A POST, PUT or DELETE with an
+//! `Idempotency-Key` seen before (on any path) gets the first answer again and changes
+//! nothing; only the answer to a change that was made is stored (a 400 or 404 is not, so a
+//! retry of one is judged afresh).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -296,6 +301,23 @@ async fn handle(State(shared): State<Shared>, request: Request) -> Response {
         .trim_start_matches('/')
         .split('/')
         .collect();
+    // `/away/REST`, any method: 307 to the same server by another name (`localhost`), the
+    // way an API moves a client elsewhere (a test checks the host refuses to follow it
+    // out of a plugin's allow-list).
+    if path.first() == Some(&"away") {
+        let port = parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.rsplit(':').next())
+            .unwrap_or("80")
+            .to_string();
+        return Answer {
+            location: Some(format!("http://localhost:{port}/{}", path[1..].join("/"))),
+            ..Answer::empty(StatusCode::TEMPORARY_REDIRECT)
+        }
+        .into_response();
+    }
     if !matches!(parts.method, Method::POST | Method::PUT | Method::DELETE) {
         let mut inner = lock(&shared);
         let answer = read(&inner, &parts.method, &path, parts.uri.query());
