@@ -99,20 +99,6 @@ impl Outbound {
         Fut: Future<Output = Result<String, String>>,
     {
         let mut carried = Carried::default();
-        if requests.is_empty() {
-            return carried;
-        }
-        let sender = match self.sender(plugin) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, "no sender for the plugin's requests");
-                return carried;
-            }
-        };
-        let declared: Vec<Pattern> = declared
-            .iter()
-            .filter_map(|d| Pattern::parse(d).ok())
-            .collect();
         let mut new = Vec::new();
         for r in requests {
             if carried.held.contains_key(&r.key)
@@ -127,6 +113,30 @@ impl Outbound {
                 None => new.push(r),
             }
         }
+        let now = jiff::Timestamp::now().as_millisecond();
+        for (key, a) in held.iter().filter(|(k, _)| !carried.held.contains_key(*k)) {
+            tracing::debug!(key, "answer let go");
+            metrics
+                .outbound_answer_wait_seconds
+                .get_or_create(&PluginOnlyLabels {
+                    plugin: plugin.to_string(),
+                })
+                .observe((now - a.at_unix_ms).max(0) as f64 / 1000.0);
+        }
+        if new.is_empty() {
+            return carried;
+        }
+        let sender = match self.sender(plugin) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "no sender for the plugin's requests");
+                return carried;
+            }
+        };
+        let declared: Vec<Pattern> = declared
+            .iter()
+            .filter_map(|d| Pattern::parse(d).ok())
+            .collect();
         let per_plan = sender.limits().per_plan;
         let sends = new.iter().enumerate().map(|(i, r)| {
             let sender = sender.clone();

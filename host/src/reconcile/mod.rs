@@ -440,18 +440,24 @@ async fn reconcile_with(
         Ok(done) => done?,
         Err(v) => return Err(refused(ctx, plugin, (obj, &primary, &pref), v).await),
     };
-    let answered = outbound::carry_out(ctx, plugin, (obj, &primary, &pref), &plan, &held).await?;
+    // A cleanup that ends releases the finalizer on the object as read (its resourceVersion
+    // the precondition): its answers go with the object, unwritten.
+    let releasing = entry == Entry::Cleanup
+        && plan.actions.is_empty()
+        && plan.requests.is_empty()
+        && plan.requeue_after_ms.is_none();
+    let answered = if releasing {
+        false
+    } else {
+        outbound::carry_out(ctx, plugin, (obj, &primary, &pref), &plan, &held).await?
+    };
     if changed_meanwhile || answered || came_to_rest(ctx, key, &pref.uid) {
         return Ok(Action::requeue(Duration::ZERO));
     }
 
     // Released once a cleanup has nothing left to write, nothing to ask outside and no
     // reason to be called again.
-    if entry == Entry::Cleanup
-        && plan.actions.is_empty()
-        && plan.requests.is_empty()
-        && plan.requeue_after_ms.is_none()
-    {
+    if releasing {
         finalize::release(ctx, info, obj, &pref).await?;
         return Ok(Action::await_change());
     }

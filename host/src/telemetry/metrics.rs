@@ -17,7 +17,7 @@
 //! `wasmop_source_refusals_total`, `wasmop_progress_holds_expired_total`,
 //! `wasmop_webhook_requests_total`, `wasmop_webhook_duration_seconds`,
 //! `wasmop_outbound_requests_total`, `wasmop_outbound_refused_total`,
-//! `wasmop_outbound_duration_seconds`.
+//! `wasmop_outbound_duration_seconds`, `wasmop_outbound_answer_wait_seconds`.
 
 use std::fmt;
 
@@ -233,6 +233,9 @@ pub struct Metrics {
     /// Wall time of one request outside the cluster (retries and redirects included),
     /// per plugin.
     pub outbound_duration_seconds: Family<PluginOnlyLabels, Histogram>,
+    /// From an answer's arrival to the decision that let it go (the plan no longer carried
+    /// its key: the plugin used it), per plugin.
+    pub outbound_answer_wait_seconds: Family<PluginOnlyLabels, Histogram>,
     /// 1 while this replica holds the leader lease, 0 otherwise.
     pub leader: Gauge,
     /// Requests the controllers sent to the API server, by verb (`watch` for watches).
@@ -340,6 +343,8 @@ impl Metrics {
         let outbound_refused = Family::<RejectLabels, Counter>::default();
         let outbound_duration_seconds =
             Family::<PluginOnlyLabels, Histogram>::new_with_constructor(duration_histogram as _);
+        let outbound_answer_wait_seconds =
+            Family::<PluginOnlyLabels, Histogram>::new_with_constructor(duration_histogram as _);
         let leader = Gauge::default();
         let api_requests = Family::<VerbLabels, Counter>::default();
 
@@ -397,6 +402,12 @@ impl Metrics {
             "Wall time of one request outside the cluster, retries and redirects included",
             Unit::Seconds,
             outbound_duration_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "outbound_answer_wait",
+            "From an answer's arrival to the decision that let it go",
+            Unit::Seconds,
+            outbound_answer_wait_seconds.clone(),
         );
         registry.register(
             "sandbox_timeouts",
@@ -529,6 +540,7 @@ impl Metrics {
             outbound_requests,
             outbound_refused,
             outbound_duration_seconds,
+            outbound_answer_wait_seconds,
             leader,
             api_requests,
             cached_objects,

@@ -127,6 +127,55 @@ async fn token_secret(client: &Client) {
     secrets.create(&PostParams::default(), &s).await.unwrap();
 }
 
+/// The bucket bounds of a histogram's quantile `q` (the host's `/metrics`, summed over its
+/// label sets): `(lower, upper]` in seconds.
+fn quantile(host: &Host, name: &str, q: f64) -> Option<(f64, f64)> {
+    let (_, text) = host.http_get("/metrics")?;
+    let mut buckets: BTreeMap<u64, f64> = BTreeMap::new();
+    for l in text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}_bucket{{")))
+    {
+        let le = l.split("le=\"").nth(1)?.split('"').next()?;
+        let bound = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().ok()?
+        };
+        let n: f64 = l.rsplit(' ').next()?.parse().ok()?;
+        *buckets.entry(bound.to_bits()).or_default() += n;
+    }
+    let mut sorted: Vec<(f64, f64)> = buckets
+        .into_iter()
+        .map(|(b, n)| (f64::from_bits(b), n))
+        .collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = sorted.last()?.1;
+    let mut lower = 0.0;
+    for (bound, n) in sorted {
+        if n >= q * total {
+            return Some((lower, bound));
+        }
+        lower = bound;
+    }
+    None
+}
+
+/// Prints the request and answer-wait quantiles of `host` (figures for docs/performance.md).
+fn print_latencies(host: &Host, who: &str) {
+    for (name, what) in [
+        ("wasmop_outbound_duration_seconds", "request sent -> answer"),
+        (
+            "wasmop_outbound_answer_wait_seconds",
+            "answer -> the decision that used it",
+        ),
+    ] {
+        let p50 = quantile(host, name, 0.5);
+        let p99 = quantile(host, name, 0.99);
+        println!("{who}: {what}: p50 in {p50:?} s, p99 in {p99:?} s");
+    }
+}
+
 fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -266,6 +315,8 @@ async fn records_outside_are_created_updated_and_deleted_once_across_a_kill_and_
     );
     let stats = outside.stats();
     println!("after the deletes: {stats:?}");
+    print_latencies(&a, "replica a (restarted)");
+    print_latencies(&b, "replica b");
 
     // The token reached the API on every request, and nothing else saw it.
     let auth = outside.authorizations();
