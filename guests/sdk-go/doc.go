@@ -11,7 +11,8 @@
 //
 // A plan may also require objects no relation selects ([Plan.Require]: the host reads them
 // and decides again, [Observed.Required]) and send requests outside the cluster
-// ([Plan.Request]: the answers come back in [Observed.Answers]).
+// ([Plan.Request] of a request built by [PostRequest] and the like: the answers come back in
+// [Observed.Answers], read by [Answer.Success], [Answer.Retryable] and [Response.JSON]).
 //
 // A plugin that declares webhooks in PluginInfo.Webhooks also implements the matching
 // optional interfaces: [Validator] (admission: a [Verdict]), [Defaulter] and [Converter].

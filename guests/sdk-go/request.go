@@ -1,6 +1,13 @@
 package wasmop
 
-import "strings"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // Header is one HTTP header.
 type Header struct {
@@ -46,6 +53,84 @@ type OutboundRequest struct {
 	KeepHeaders []string
 }
 
+// NewRequest returns a request under key: method (GET, POST, PUT, PATCH or DELETE, in any
+// case; sent uppercase) to url. Its methods return a changed copy, so a request is built in
+// one expression:
+//
+//	wasmop.PostRequest("create", url).JSON(record).WithIdempotencyKey(uid + "-create").WithRetry()
+//
+// The steps that set a field of the same name are WithIdempotencyKey, WithRetry and
+// WithCredential.
+func NewRequest(key, method, url string) OutboundRequest {
+	return OutboundRequest{Key: key, Method: strings.ToUpper(method), URL: url}
+}
+
+// GetRequest returns GET url under key.
+func GetRequest(key, url string) OutboundRequest { return NewRequest(key, "GET", url) }
+
+// PostRequest returns POST url under key.
+func PostRequest(key, url string) OutboundRequest { return NewRequest(key, "POST", url) }
+
+// PutRequest returns PUT url under key.
+func PutRequest(key, url string) OutboundRequest { return NewRequest(key, "PUT", url) }
+
+// DeleteRequest returns DELETE url under key.
+func DeleteRequest(key, url string) OutboundRequest { return NewRequest(key, "DELETE", url) }
+
+// Header returns r with a header added.
+func (r OutboundRequest) Header(name, value string) OutboundRequest {
+	// A new array: r and the copies made from it before never share their headers.
+	r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], Header{name, value})
+	return r
+}
+
+// JSON returns r with v as the body, encoded as [Encode] does (compact, <, > and & not
+// escaped), and content-type: application/json (replacing a Content-Type added before).
+// It panics when v has no JSON form (a channel, a function, a cycle), as encoding a plan's
+// objects would fail.
+func (r OutboundRequest) JSON(v any) OutboundRequest {
+	text, err := Encode(v)
+	if err != nil {
+		panic(fmt.Sprintf("request %s: the body is no JSON value: %v", r.Key, err))
+	}
+	r.Body = []byte(text)
+	headers := make([]Header, 0, len(r.Headers)+1)
+	for _, h := range r.Headers {
+		if !strings.EqualFold(h.Name, "content-type") {
+			headers = append(headers, h)
+		}
+	}
+	r.Headers = append(headers, Header{"content-type", "application/json"})
+	return r
+}
+
+// WithIdempotencyKey returns r sending key as Idempotency-Key, for an API that honours it.
+func (r OutboundRequest) WithIdempotencyKey(key string) OutboundRequest {
+	r.IdempotencyKey = key
+	return r
+}
+
+// WithRetry returns r that the host may send again after a failure, a 429 or a 5xx (with
+// backoff).
+func (r OutboundRequest) WithRetry() OutboundRequest {
+	r.Retry = true
+	return r
+}
+
+// KeepHeader returns r keeping the response header name in the answer.
+func (r OutboundRequest) KeepHeader(name string) OutboundRequest {
+	r.KeepHeaders = append(r.KeepHeaders[:len(r.KeepHeaders):len(r.KeepHeaders)], name)
+	return r
+}
+
+// WithCredential returns r with header filled from key key of Secret secret (the primary's
+// namespace), after prefix: WithCredential("Authorization", "Bearer ", "dns-token",
+// "token"). The plugin never sees the value.
+func (r OutboundRequest) WithCredential(header, prefix, secret, key string) OutboundRequest {
+	r.Credential = &Credential{Header: header, Prefix: prefix, Secret: secret, Key: key}
+	return r
+}
+
 // Response is a response from outside the cluster.
 type Response struct {
 	// Status is the HTTP status.
@@ -56,6 +141,29 @@ type Response struct {
 	Body []byte
 	// Truncated says that the body was cut at the cap.
 	Truncated bool
+}
+
+// JSON decodes the body into v, as [encoding/json.Unmarshal] does but with numbers as
+// [encoding/json.Number] when v holds any (as [Decode]); an error when the body is not one
+// JSON value (a body cut at the cap seldom is).
+func (r *Response) JSON(v any) error {
+	d := json.NewDecoder(bytes.NewReader(r.Body))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("the answer's body: %w", err)
+	}
+	if d.More() {
+		return errors.New("the answer's body: trailing data after the JSON value")
+	}
+	return nil
+}
+
+// Text returns the body as text; what is not UTF-8 is replaced with U+FFFD.
+func (r *Response) Text() string {
+	if utf8.Valid(r.Body) {
+		return string(r.Body)
+	}
+	return strings.ToValidUTF8(string(r.Body), "\uFFFD")
 }
 
 // Header returns the value of the first header named name (in any case), if there is one.
@@ -80,4 +188,22 @@ type Answer struct {
 	Failed string
 	// AtUnixMs is when the answer came, milliseconds since the Unix epoch.
 	AtUnixMs int64
+}
+
+// Success returns the response when one came with a 2xx status, nil otherwise.
+func (a Answer) Success() *Response {
+	if a.Response != nil && a.Response.Status >= 200 && a.Response.Status < 300 {
+		return a.Response
+	}
+	return nil
+}
+
+// Retryable says whether asking again may help: the request failed (timeout, connection,
+// TLS) or the answer was 429 or 5xx. A refusal or a 4xx stays as it is until the request
+// changes.
+func (a Answer) Retryable() bool {
+	if a.Response != nil {
+		return a.Response.Status == 429 || a.Response.Status >= 500
+	}
+	return a.Failed != ""
 }

@@ -212,6 +212,64 @@ def test_reconcile_sees_required_objects_and_answers_and_plans_requirements_and_
     ]
 
 
+class CreateOnce(Bare):
+    """Creates a record outside once, then keeps its id: the builder and the answer helpers."""
+
+    def reconcile(self, observed):
+        created = observed.answer("create")
+        if created is None:
+            return Plan().request(
+                OutboundRequest.post("create", "https://api.example.com/records")
+                .json({"name": "www", "value": "é"})
+                .set_idempotency_key("u-create")
+                .set_credential("Authorization", "Bearer ", "token", "value")
+                .keep_header("Location")
+                .set_retry()
+            )
+        ok = created.success()
+        if ok is None:
+            return Plan().set_status({"retryable": created.retryable()}).requeue_after(2000)
+        return Plan().set_status({"id": ok.json()["id"], "at": ok.header("location")})
+
+
+def test_the_request_builder_and_answer_helpers_through_the_component(bindings):
+    wit, _, export = bindings
+    world = export(CreateOnce)()
+    plan = world.reconcile(observed(wit))
+    assert plan.requests == [
+        wit.OutboundRequest(
+            key="create",
+            method="POST",
+            url="https://api.example.com/records",
+            headers=[wit.Header(name="content-type", value="application/json")],
+            body='{"name":"www","value":"é"}'.encode(),
+            credential=wit.Credential(
+                header="Authorization", prefix="Bearer ", secret="token", key="value"
+            ),
+            idempotency_key="u-create",
+            retry=True,
+            keep_headers=["Location"],
+        )
+    ]
+
+    def answered(outcome):
+        answer = wit.Answer(key="create", outcome=outcome, at_unix_ms=1)
+        return world.reconcile(observed(wit, answers=[answer]))
+
+    response = wit.Response(
+        status=201,
+        headers=[wit.Header(name="Location", value="/records/r-1")],
+        body=b'{"id": "r-1"}',
+        truncated=False,
+    )
+    done = answered(wit.Outcome_Response(response))
+    assert (json.loads(done.status), done.requests) == ({"id": "r-1", "at": "/records/r-1"}, [])
+    busy = wit.Response(status=503, headers=[], body=b"", truncated=False)
+    assert json.loads(answered(wit.Outcome_Response(busy)).status) == {"retryable": True}
+    assert json.loads(answered(wit.Outcome_Refused("not-granted")).status) == {"retryable": False}
+    assert json.loads(answered(wit.Outcome_Failed("timeout")).status) == {"retryable": True}
+
+
 def test_a_plugin_without_hooks_allows_keeps_and_refuses_to_convert(bindings):
     wit, err, export = bindings
     world = export(Bare)()

@@ -8,8 +8,10 @@ from wasmop_sdk import (
     Answer,
     ByLabels,
     ByName,
+    Credential,
     Failed,
     FieldError,
+    Header,
     InvalidSpec,
     KindRef,
     Observed,
@@ -194,3 +196,107 @@ def test_verdicts_allow_deny_or_blame_fields_with_warnings():
     assert not blamed.allowed and blamed.message is None
     assert [(f.path, f.value) for f in blamed.fields] == [("spec.a", 7), ("spec.b", None)]
     assert Verdict.allow().warnings is not Verdict.allow().warnings
+
+
+def test_the_request_builder_sets_every_field():
+    r = (
+        OutboundRequest.post("create", "https://dns.example.com/zones/z/records")
+        .header("X-Trace", "t1")
+        .json({"name": "www", "ttl": 300, "note": "é"})
+        .set_idempotency_key("u-1-create-0")
+        .set_retry()
+        .keep_header("ETag")
+        .keep_header("Location")
+        .set_credential("Authorization", "Bearer ", "dns-token", "token")
+    )
+    assert (r.key, r.method, r.url) == ("create", "POST", "https://dns.example.com/zones/z/records")
+    assert r.body == '{"name":"www","ttl":300,"note":"é"}'.encode()
+    assert json.loads(r.body) == {"name": "www", "ttl": 300, "note": "é"}
+    assert r.headers == [Header("X-Trace", "t1"), Header("content-type", "application/json")]
+    assert (r.idempotency_key, r.retry) == ("u-1-create-0", True)
+    assert r.keep_headers == ["ETag", "Location"]
+    assert r.credential == Credential(
+        header="Authorization", prefix="Bearer ", secret="dns-token", key="token"
+    )
+    plan = Plan().request(r)
+    assert plan.requests == [r]
+
+
+def test_the_request_builder_shorthands_and_defaults():
+    assert OutboundRequest.new("k", "patch", "https://a.example.com").method == "PATCH"
+    assert [
+        (r.key, r.method, r.url)
+        for r in (
+            OutboundRequest.get("g", "https://a.example.com/1"),
+            OutboundRequest.put("p", "https://a.example.com/2"),
+            OutboundRequest.delete("d", "https://a.example.com/3"),
+        )
+    ] == [
+        ("g", "GET", "https://a.example.com/1"),
+        ("p", "PUT", "https://a.example.com/2"),
+        ("d", "DELETE", "https://a.example.com/3"),
+    ]
+    bare = OutboundRequest.get("g", "https://a.example.com")
+    assert bare == OutboundRequest("g", "GET", "https://a.example.com")
+    assert (bare.body, bare.headers, bare.credential) == (None, [], None)
+    assert (bare.idempotency_key, bare.retry, bare.keep_headers) == (None, False, [])
+    assert OutboundRequest.get("a", "u").headers is not OutboundRequest.get("b", "u").headers
+    assert not bare.set_retry().set_retry(False).retry
+    # A second JSON body replaces the first, and its Content-Type any set before.
+    twice = bare.header("Content-Type", "text/plain").json([1]).json(None)
+    assert (twice.body, twice.headers) == (b"null", [Header("content-type", "application/json")])
+
+
+def answers_of_each_kind() -> dict[str, Answer]:
+    return {
+        "created": Answer("created", Response(201, [Header("ETag", '"v1"')], b'{"id": "r-1"}')),
+        "missing": Answer("missing", Response(404, body=b"no such record")),
+        "busy": Answer("busy", Response(429)),
+        "down": Answer("down", Response(503, body=b"\xffdown")),
+        "refused": Answer("refused", Refused("not-granted: https://dns.example.com")),
+        "failed": Answer("failed", Failed("timeout")),
+    }
+
+
+def test_answer_helpers_tell_success_refusal_and_retry():
+    a = answers_of_each_kind()
+    assert {k: v.response() is not None for k, v in a.items()} == {
+        "created": True,
+        "missing": True,
+        "busy": True,
+        "down": True,
+        "refused": False,
+        "failed": False,
+    }
+    assert a["created"].success() is a["created"].outcome
+    assert [k for k, v in a.items() if v.success() is not None] == ["created"]
+    assert a["missing"].response().status == 404 and a["missing"].success() is None
+    assert a["refused"].refused() == "not-granted: https://dns.example.com"
+    assert [k for k, v in a.items() if v.refused() is not None] == ["refused"]
+    assert {k: v.retryable() for k, v in a.items()} == {
+        "created": False,
+        "missing": False,
+        "busy": True,
+        "down": True,
+        "refused": False,
+        "failed": True,
+    }
+    assert Answer("e", Response(500)).retryable() and not Answer("e", Response(499)).retryable()
+    assert Answer("e", Response(200)).success() and not Answer("e", Response(300)).success()
+
+
+def test_response_reads_json_text_and_headers():
+    a = answers_of_each_kind()
+    created = a["created"].success()
+    assert created.json() == {"id": "r-1"}
+    assert created.text() == '{"id": "r-1"}'
+    assert created.header("etag") == created.header("ETAG") == '"v1"'
+    assert created.header("Location") is None
+    assert a["missing"].response().text() == "no such record"
+    assert a["down"].response().text() == "\ufffddown"
+    first = Response(200, [Header("ETag", "1"), Header("etag", "2")])
+    assert first.header("Etag") == "1"
+    with pytest.raises(ReconcileFailed, match="the answer's body"):
+        a["missing"].response().json()
+    with pytest.raises(ReconcileFailed, match="the answer's body"):
+        Response(200, body=b'{"cut": "at the c', truncated=True).json()

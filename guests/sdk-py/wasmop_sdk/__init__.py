@@ -8,7 +8,9 @@ A plugin is a class with the methods of the contract a Rust plugin implements
   host watches for it, the permissions its plans need, the webhooks it serves and the hosts
   outside the cluster its plans may reach;
 - ``reconcile(observed)`` turns an :class:`Observed` state into a :class:`Plan`, or raises
-  :class:`InvalidSpec`, :class:`Transient` or :class:`ReconcileFailed`;
+  :class:`InvalidSpec`, :class:`Transient` or :class:`ReconcileFailed`; a plan may send
+  requests outside the cluster (``OutboundRequest.post(key, url)`` and the like), whose
+  answers later decisions read (``observed.answer(key).success()``);
 - ``cleanup(observed)`` (only with a finalizer) decides what to do before the object goes;
 - ``validate(request)``, ``default(obj)`` and ``convert(obj, to_version)`` (only those
   declared in :class:`Webhooks`) answer the primary kind's admission and conversion webhooks:

@@ -213,7 +213,14 @@ class OutboundRequest:
     a request with that key is not sent again; a plan without the key lets the answer go.
 
     ``retry`` lets the host send it again after a failure; ``keep_headers`` names the
-    response headers the answer keeps."""
+    response headers the answer keeps.
+
+    Built step by step, as :class:`Plan` is (each step changes the request and returns it)::
+
+        OutboundRequest.post("create", f"{api}/records").json(record).set_retry()
+
+    The steps that set a field of the same name are ``set_idempotency_key``, ``set_retry``
+    and ``set_credential``, as ``Plan.set_status`` sets ``status``."""
 
     key: str
     method: str
@@ -224,6 +231,66 @@ class OutboundRequest:
     idempotency_key: Optional[str] = None
     retry: bool = False
     keep_headers: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def new(key: str, method: str, url: str) -> "OutboundRequest":
+        """A request under ``key``: ``method`` (``GET``, ``POST``, ``PUT``, ``PATCH`` or
+        ``DELETE``, in any case; sent uppercase) to ``url``."""
+        return OutboundRequest(key, method.upper(), url)
+
+    @staticmethod
+    def get(key: str, url: str) -> "OutboundRequest":
+        """``GET url`` under ``key``."""
+        return OutboundRequest.new(key, "GET", url)
+
+    @staticmethod
+    def post(key: str, url: str) -> "OutboundRequest":
+        """``POST url`` under ``key``."""
+        return OutboundRequest.new(key, "POST", url)
+
+    @staticmethod
+    def put(key: str, url: str) -> "OutboundRequest":
+        """``PUT url`` under ``key``."""
+        return OutboundRequest.new(key, "PUT", url)
+
+    @staticmethod
+    def delete(key: str, url: str) -> "OutboundRequest":
+        """``DELETE url`` under ``key``."""
+        return OutboundRequest.new(key, "DELETE", url)
+
+    def header(self, name: str, value: str) -> "OutboundRequest":
+        """Adds a header."""
+        self.headers.append(Header(name, value))
+        return self
+
+    def json(self, value: Any) -> "OutboundRequest":
+        """``value`` as the body, compact JSON in UTF-8, with ``content-type:
+        application/json`` (replacing a Content-Type added before)."""
+        self.body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        self.headers = [h for h in self.headers if h.name.lower() != "content-type"]
+        return self.header("content-type", "application/json")
+
+    def set_idempotency_key(self, key: str) -> "OutboundRequest":
+        """Sends ``key`` as ``Idempotency-Key``, for an API that honours it."""
+        self.idempotency_key = key
+        return self
+
+    def set_retry(self, retry: bool = True) -> "OutboundRequest":
+        """Lets the host send it again after a failure, a 429 or a 5xx (with backoff)."""
+        self.retry = retry
+        return self
+
+    def keep_header(self, name: str) -> "OutboundRequest":
+        """Keeps the response header ``name`` in the answer (the others are dropped)."""
+        self.keep_headers.append(name)
+        return self
+
+    def set_credential(self, header: str, prefix: str, secret: str, key: str) -> "OutboundRequest":
+        """Fills ``header`` from key ``key`` of Secret ``secret`` (the primary's namespace),
+        after ``prefix``: ``.set_credential("Authorization", "Bearer ", "dns-token",
+        "token")``. The plugin never sees the value."""
+        self.credential = Credential(header=header, prefix=prefix, secret=secret, key=key)
+        return self
 
 
 @dataclass
@@ -316,6 +383,23 @@ class Response:
     body: bytes = b""
     truncated: bool = False
 
+    def json(self) -> Any:
+        """The body parsed as JSON; raises :class:`ReconcileFailed` when it is not JSON (a
+        body cut at the cap seldom is)."""
+        try:
+            return json.loads(self.body)
+        except ValueError as e:
+            raise ReconcileFailed(f"the answer's body: {e}") from e
+
+    def text(self) -> str:
+        """The body as text (UTF-8; what does not decode is replaced with U+FFFD)."""
+        return bytes(self.body).decode("utf-8", errors="replace")
+
+    def header(self, name: str) -> Optional[str]:
+        """The value of the first kept header named ``name`` (any case), if any."""
+        name = name.lower()
+        return next((h.value for h in self.headers if h.name.lower() == name), None)
+
 
 @dataclass
 class Refused:
@@ -341,6 +425,27 @@ class Answer:
     key: str
     outcome: Outcome
     at_unix_ms: int = 0
+
+    def response(self) -> Optional[Response]:
+        """The response, when one came (any status)."""
+        return self.outcome if isinstance(self.outcome, Response) else None
+
+    def success(self) -> Optional[Response]:
+        """The response, when one came with a 2xx status."""
+        r = self.response()
+        return r if r is not None and 200 <= r.status < 300 else None
+
+    def refused(self) -> Optional[str]:
+        """The rule that refused it, when the host refused to send it."""
+        return self.outcome.reason if isinstance(self.outcome, Refused) else None
+
+    def retryable(self) -> bool:
+        """Whether asking again may help: it failed (timeout, connection, TLS) or the answer
+        was 429 or 5xx. A refusal or a 4xx stays as it is until the request changes."""
+        o = self.outcome
+        if isinstance(o, Failed):
+            return True
+        return isinstance(o, Response) and (o.status == 429 or o.status >= 500)
 
 
 @dataclass

@@ -9,13 +9,16 @@ import type * as wit from "wasmop:plugin/types@0.4.0";
 import { exportsOf } from "../src/glue.js";
 import {
   type AdmissionRequest,
+  Answer,
   InvalidSpec,
   type K8sObject,
   type Observed,
+  OutboundRequest,
   Plan,
   type Plugin,
   type PluginInfo,
   Refused,
+  Response,
   Verdict,
   podKind,
 } from "../src/index.js";
@@ -167,6 +170,52 @@ test("plan: requirements and requests in the world's form, with defaults", () =>
   assert.deepEqual(post?.credential, { header: "Authorization", prefix: "", secret: "token", key: "value" });
   assert.equal(post?.retry, true);
   assert.deepEqual(post?.keepHeaders, ["Location"]);
+});
+
+test("the request builder and the answer helpers, through the exports", () => {
+  /** Creates a record outside once, then keeps its id. */
+  const createOnce = exportsOf(
+    minimal((o) => {
+      const created = o.answer("create");
+      if (!created) {
+        return new Plan().request(
+          OutboundRequest.post("create", "https://api.example.com/records")
+            .json({ name: "www", value: "é" })
+            .setIdempotencyKey("u-create")
+            .setCredential("Authorization", "Bearer ", "token", "value")
+            .keepHeader("Location")
+            .setRetry(),
+        );
+      }
+      const ok = Answer.success(created);
+      if (!ok) return new Plan().setStatus({ retryable: Answer.retryable(created) }).requeueAfter(2000);
+      return new Plan().setStatus({ id: Response.json<{ id: string }>(ok).id, at: Response.header(ok, "location") });
+    }),
+  );
+  const first = createOnce.reconcile({ ...OBSERVED, answers: [] });
+  assert.deepEqual(first.requests, [
+    {
+      key: "create",
+      method: "POST",
+      url: "https://api.example.com/records",
+      headers: [{ name: "content-type", value: "application/json" }],
+      body: new TextEncoder().encode('{"name":"www","value":"é"}'),
+      credential: { header: "Authorization", prefix: "Bearer ", secret: "token", key: "value" },
+      idempotencyKey: "u-create",
+      retry: true,
+      keepHeaders: ["Location"],
+    },
+  ]);
+  const answered = (outcome: wit.Outcome) =>
+    createOnce.reconcile({ ...OBSERVED, answers: [{ key: "create", outcome, atUnixMs: 1n }] });
+  const body = new TextEncoder().encode('{"id": "r-1"}');
+  const headers = [{ name: "Location", value: "/records/r-1" }];
+  const done = answered({ tag: "response", val: { status: 201, headers, body, truncated: false } });
+  assert.deepEqual([done.status && JSON.parse(done.status), done.requests], [{ id: "r-1", at: "/records/r-1" }, []]);
+  const busy = answered({ tag: "response", val: { status: 503, headers: [], body, truncated: true } });
+  assert.equal(busy.status, '{"retryable":true}');
+  assert.equal(answered({ tag: "refused", val: "not-granted" }).status, '{"retryable":false}');
+  assert.equal(answered({ tag: "failed", val: "timeout" }).status, '{"retryable":true}');
 });
 
 test("reconcile errors and malformed JSON are the error variant", () => {

@@ -3,9 +3,12 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
+  Answer,
+  type Header,
   Identity,
   InvalidSpec,
   Observed,
+  OutboundRequest,
   Plan,
   ReconcileError,
   ReconcileFailed,
@@ -15,6 +18,8 @@ import {
   isControlledBy,
   isTerminating,
   parseRfc3339,
+  RequestBuilder,
+  Response,
   rfc3339,
   podKind,
   sameJson,
@@ -146,4 +151,135 @@ test("observed: required objects and answers, none by default", () => {
   assert.equal(o.answer("other"), undefined);
   const bare = new Observed({});
   assert.deepEqual([bare.required, bare.answers], [{}, []]);
+});
+
+test("the request builder sets every member", () => {
+  const r = OutboundRequest.post("create", "https://dns.example.com/zones/z/records")
+    .header("X-Trace", "t1")
+    .json({ name: "www", ttl: 300, note: "é" })
+    .setIdempotencyKey("u-1-create-0")
+    .setRetry()
+    .keepHeader("ETag")
+    .keepHeader("Location")
+    .setCredential("Authorization", "Bearer ", "dns-token", "token");
+  assert.ok(r instanceof RequestBuilder);
+  assert.deepEqual([r.key, r.method, r.url], ["create", "POST", "https://dns.example.com/zones/z/records"]);
+  assert.deepEqual(r.body, new TextEncoder().encode('{"name":"www","ttl":300,"note":"é"}'));
+  assert.deepEqual(r.headers, [
+    { name: "X-Trace", value: "t1" },
+    { name: "content-type", value: "application/json" },
+  ]);
+  assert.equal(r.idempotencyKey, "u-1-create-0");
+  assert.equal(r.retry, true);
+  assert.deepEqual(r.keepHeaders, ["ETag", "Location"]);
+  assert.deepEqual(r.credential, { header: "Authorization", prefix: "Bearer ", secret: "dns-token", key: "token" });
+  assert.deepEqual(new Plan().request(r).requests, [r]);
+});
+
+test("the request builder: shorthands and defaults", () => {
+  assert.equal(OutboundRequest.new("k", "patch", "https://a.example.com").method, "PATCH");
+  const made = [
+    OutboundRequest.get("g", "https://a.example.com/1"),
+    OutboundRequest.put("p", "https://a.example.com/2"),
+    OutboundRequest.delete("d", "https://a.example.com/3"),
+  ];
+  assert.deepEqual(
+    made.map((r) => [r.key, r.method, r.url]),
+    [
+      ["g", "GET", "https://a.example.com/1"],
+      ["p", "PUT", "https://a.example.com/2"],
+      ["d", "DELETE", "https://a.example.com/3"],
+    ],
+  );
+  const bare = OutboundRequest.get("g", "https://a.example.com");
+  assert.deepEqual(
+    [bare.headers, bare.body, bare.credential, bare.idempotencyKey, bare.retry, bare.keepHeaders],
+    [[], undefined, undefined, undefined, false, []],
+  );
+  assert.notEqual(OutboundRequest.get("a", "u").headers, OutboundRequest.get("b", "u").headers);
+  assert.equal(bare.setRetry().setRetry(false).retry, false);
+  // A second JSON body replaces the first, and its Content-Type any set before.
+  const twice = bare.header("Content-Type", "text/plain").json([1]).json(null);
+  assert.deepEqual(twice.body, new TextEncoder().encode("null"));
+  assert.deepEqual(twice.headers, [{ name: "content-type", value: "application/json" }]);
+  assert.throws(() => OutboundRequest.post("k", "u").json(undefined), TypeError);
+});
+
+/** A response with `status`, `body` (text or bytes) and `headers`. */
+const response = (status: number, body: string | Uint8Array = "", headers: Header[] = []): Response => ({
+  status,
+  headers,
+  body: typeof body === "string" ? new TextEncoder().encode(body) : body,
+  truncated: false,
+});
+const answer = (key: string, outcome: Answer["outcome"]): Answer => ({ key, outcome, atUnixMs: 1 });
+const ANSWERS: Record<string, Answer> = {
+  created: answer("created", { response: response(201, '{"id": "r-1"}', [{ name: "ETag", value: '"v1"' }]) }),
+  missing: answer("missing", { response: response(404, "no such record") }),
+  busy: answer("busy", { response: response(429) }),
+  down: answer("down", { response: response(503, Uint8Array.of(0xff, 0x64)) }),
+  refused: answer("refused", { refused: "not-granted: https://dns.example.com" }),
+  failed: answer("failed", { failed: "timeout" }),
+};
+const each = <T>(f: (a: Answer) => T): Record<string, T> =>
+  Object.fromEntries(Object.entries(ANSWERS).map(([k, a]) => [k, f(a)]));
+const status = (s: number): Answer => answer("s", { response: response(s) });
+
+test("answer helpers tell success, refusal and retry", () => {
+  assert.deepEqual(
+    each((a) => Answer.response(a)?.status),
+    { created: 201, missing: 404, busy: 429, down: 503, refused: undefined, failed: undefined },
+  );
+  assert.deepEqual(
+    each((a) => Answer.success(a)?.status),
+    { created: 201, missing: undefined, busy: undefined, down: undefined, refused: undefined, failed: undefined },
+  );
+  assert.deepEqual(
+    each((a) => Answer.refused(a)),
+    {
+      created: undefined,
+      missing: undefined,
+      busy: undefined,
+      down: undefined,
+      refused: "not-granted: https://dns.example.com",
+      failed: undefined,
+    },
+  );
+  assert.deepEqual(
+    each((a) => Answer.retryable(a)),
+    { created: false, missing: false, busy: true, down: true, refused: false, failed: true },
+  );
+  assert.deepEqual([200, 299, 300].map((s) => Answer.success(status(s)) !== undefined), [true, true, false]);
+  assert.deepEqual([499, 500].map((s) => Answer.retryable(status(s))), [false, true]);
+  const none = new Observed({}).answer("create");
+  assert.deepEqual(
+    [Answer.response(none), Answer.success(none), Answer.refused(none), Answer.retryable(none)],
+    [undefined, undefined, undefined, false],
+  );
+});
+
+test("response helpers read JSON, text and headers", () => {
+  const created = Answer.success(ANSWERS.created);
+  assert.ok(created);
+  assert.deepEqual(Response.json<{ id: string }>(created), { id: "r-1" });
+  assert.equal(Response.json<{ id: string }>(created).id, "r-1");
+  assert.equal(Response.text(created), '{"id": "r-1"}');
+  assert.equal(Response.header(created, "etag"), '"v1"');
+  assert.equal(Response.header(created, "ETAG"), '"v1"');
+  assert.equal(Response.header(created, "Location"), undefined);
+  const missing = Answer.response(ANSWERS.missing);
+  assert.ok(missing);
+  assert.equal(Response.text(missing), "no such record");
+  assert.throws(
+    () => Response.json(missing),
+    (e: unknown) => e instanceof ReconcileFailed && /the answer's body/.test(e.message),
+  );
+  const down = Answer.response(ANSWERS.down);
+  assert.ok(down);
+  assert.equal(Response.text(down), "\ufffdd");
+  const both = response(200, "", [
+    { name: "ETag", value: "1" },
+    { name: "etag", value: "2" },
+  ]);
+  assert.equal(Response.header(both, "Etag"), "1");
 });
