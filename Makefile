@@ -73,7 +73,7 @@ host: setup
 
 ## plugins: build the plugin components with the `plugin` profile (opt-level 2, LTO, stripped),
 ## plus the test-only variants
-## (PodReplica v2 and v3, PodReplica under another name, PodReplica trapping in every
+## (PodReplica v2 and v3, DnsRecord v2, PodReplica under another name, PodReplica trapping in every
 ## reconcile, PodReplica reading a ConfigMap it names, PodReplica with admission webhooks, a plugin that traps in info(), the
 ## hostile plugin declaring more permissions, the hostile plugin watching a kind no CRD
 ## defines, for the hot-swap, identity, rollout, references, principals and kinds tests). The variants
@@ -84,8 +84,9 @@ plugins: setup $(PLUGIN_DIR)/variants.stamp
 	@ls -l $(PLUGIN_DIR)/*.wasm
 
 $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
-	$(PLUGIN_BUILD) --features podreplica/v2,wasmop-hostile/trap-info
+	$(PLUGIN_BUILD) --features podreplica/v2,wasmop-hostile/trap-info,dnsrecord/v2
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v2.wasm
+	cp $(PLUGIN_DIR)/dnsrecord.wasm $(PLUGIN_DIR)/dnsrecord_v2.wasm
 	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_trap_info.wasm
 	$(PLUGIN_BUILD) --features podreplica/v3,wasmop-hostile/more-permissions
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v3.wasm

@@ -29,6 +29,9 @@ pub const REFUSED_MS: u64 = 30_000;
 
 const TYPES: &[&str] = &["A", "AAAA", "CNAME", "TXT"];
 
+/// The path in front of the API's routes: none, or `/v2` in the test-only second version.
+const VERSION_PATH: &str = if cfg!(feature = "v2") { "/v2" } else { "" };
+
 /// The record, its UID and the DNS API's URL of its zone's records.
 struct Target {
     record: DnsRecord,
@@ -64,7 +67,7 @@ fn target(observed: &Observed) -> Result<Target, ReconcileError> {
         .trim_end_matches('/');
     Ok(Target {
         uid: record.metadata.uid.clone().unwrap_or_default(),
-        records_url: format!("{endpoint}/zones/{}/records", spec.zone),
+        records_url: format!("{endpoint}{}/zones/{}/records", VERSION_PATH, spec.zone),
         record,
     })
 }

@@ -38,7 +38,12 @@ impl Plugin for DnsRecordPlugin {
     fn info() -> PluginInfo {
         PluginInfo {
             name: "dnsrecord".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
+            version: if cfg!(feature = "v2") {
+                concat!(env!("CARGO_PKG_VERSION"), "-v2")
+            } else {
+                env!("CARGO_PKG_VERSION")
+            }
+            .into(),
             primary: primary_kind(),
             crd: Some(serde_json::to_value(DnsRecord::crd()).expect("CRD serialises")),
             relations: Vec::new(),

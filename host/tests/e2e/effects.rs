@@ -25,7 +25,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use crate::support::outside::Outside;
-use crate::support::uploads::{event_notes, wasmop};
+use crate::support::uploads::{event_notes, push, push_with, wasmop, wasmplugin_resource};
 use crate::support::*;
 
 const RECORDS: usize = 300;
@@ -498,4 +498,87 @@ async fn requests_leaving_the_allow_list_are_refused_before_connecting() {
     let stats = outside.stats();
     assert_eq!(stats.creates, 0, "{stats:?}");
     watching.abort();
+}
+
+/// A shadow candidate decides every record beside the active version, and its requests
+/// (to `/v2/…`, a route the DNS API does not have) are compared, never sent: the API sees
+/// exactly the active version's creates.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shadow_candidates_requests_are_compared_never_sent() {
+    const SHADOWED: usize = 50;
+    let outside = Outside::start();
+    let cluster = Cluster::start("effects-shadow");
+    let client = cluster.client().await;
+    token_secret(&client).await;
+    let grant = format!("dnsrecord={}", outside.origin());
+    let host = Host::start(
+        &cluster,
+        &["dnsrecord.wasm"],
+        &["--outbound-grant", &grant],
+        &[],
+    );
+    let ar = dns_resource();
+    wait_for_crd(&client, &ar).await;
+    wait_for_crd(&client, &wasmplugin_resource()).await;
+    let (ok, text) = push(&cluster, "dnsrecord", "dnsrecord.wasm");
+    assert!(ok, "{text}");
+    let (ok, text) = push_with(&cluster, "dnsrecord", "dnsrecord_v2.wasm", &["--shadow"]);
+    assert!(ok && text.contains("candidate accepted"), "{text}");
+
+    let endpoint = outside.origin();
+    for i in 0..SHADOWED {
+        apply(&client, &ar, "default", &record(i, &endpoint))
+            .await
+            .unwrap();
+    }
+    let want: BTreeMap<String, String> = (0..SHADOWED)
+        .map(|i| (format!("r-{i}"), value_of(i, 0)))
+        .collect();
+    all_synced(
+        &client,
+        &outside,
+        &want,
+        "every record created by the active version",
+    )
+    .await;
+    let candidate = "wasmop_rollout_decisions_total{plugin=\"dnsrecord\",candidate=\"0.1.0-v2\",";
+    let decided = eventually(
+        Duration::from_secs(30),
+        "the shadow's decisions counted",
+        || async {
+            let (_, m) = host.http_get("/metrics")?;
+            let n: f64 = m
+                .lines()
+                .filter(|l| l.starts_with(candidate))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            (n >= SHADOWED as f64).then_some(n)
+        },
+    )
+    .await;
+    let stats = outside.stats();
+    println!("shadow decisions {decided}; the API saw {stats:?}");
+    assert_eq!(
+        stats.not_found, 0,
+        "a shadow request reached the API: {stats:?}"
+    );
+    assert_eq!(stats.creates, SHADOWED, "{stats:?}");
+    assert_eq!(
+        stats.requests, SHADOWED,
+        "only the active version's requests: {stats:?}"
+    );
+    let (_, m) = host.http_get("/metrics").unwrap();
+    let diverged: f64 = m
+        .lines()
+        .filter(|l| l.starts_with(candidate) && l.contains("result=\"diverge\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        diverged >= 1.0,
+        "the candidate's plans differ from the active's (their URLs): {}",
+        m.lines()
+            .filter(|l| l.starts_with(candidate))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
