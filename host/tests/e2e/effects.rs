@@ -204,6 +204,36 @@ async fn records_outside_are_created_updated_and_deleted_once_across_a_kill_and_
     let ar = dns_resource();
     wait_for_crd(&client, &ar).await;
 
+    // A watch of every DnsRecord for the whole test: the answers the host keeps on them
+    // (the annotation's bytes per held answer, and the most held at once).
+    let kept: std::sync::Arc<std::sync::Mutex<(usize, usize, usize)>> = Default::default();
+    let watching = {
+        let kept = kept.clone();
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar);
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default()).boxed();
+            while let Some(Ok(e)) = events.next().await {
+                let (watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = e else {
+                    continue;
+                };
+                let Some(text) = o
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("wasmop.dev/answers"))
+                else {
+                    continue;
+                };
+                let keys = serde_json::from_str::<serde_json::Map<String, Value>>(text)
+                    .map_or(0, |m| m.len());
+                let mut k = kept.lock().unwrap();
+                k.0 += text.len();
+                k.1 += keys;
+                k.2 = k.2.max(keys);
+            }
+        })
+    };
+
     // Faults while the creates go out.
     outside.fail_next(20);
     outside.drop_after_commit(15);
@@ -317,6 +347,13 @@ async fn records_outside_are_created_updated_and_deleted_once_across_a_kill_and_
     println!("after the deletes: {stats:?}");
     print_latencies(&a, "replica a (restarted)");
     print_latencies(&b, "replica b");
+    watching.abort();
+    let (bytes, keys, most) = *kept.lock().unwrap();
+    assert!(keys > 0, "the watch saw answers kept on the objects");
+    println!(
+        "answers kept: {} bytes of annotation per held answer on average ({keys} seen), at most {most} held at once on one object",
+        bytes / keys
+    );
 
     // The token reached the API on every request, and nothing else saw it.
     let auth = outside.authorizations();
