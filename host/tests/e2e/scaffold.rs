@@ -3,6 +3,10 @@
 //! unit tests pass under wasmtime with a plain `cargo test`, its golden case passes with
 //! `wasmop test`, and under `wasmop run` on the local control plane its sample object
 //! reaches its desired state (a ConfigMap it owns holds the message; Ready=True).
+//!
+//! And the effects template (`wasmop new --effects`, records in an outside HTTP API by
+//! requests the host sends) in each language, untouched: it builds, its unit tests pass in
+//! the language's own runner and its golden case passes through the component. No cluster.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -120,4 +124,93 @@ async fn a_scaffolded_plugin_builds_tests_and_runs_untouched() {
         started.elapsed()
     );
     drop(host);
+}
+
+/// What the unit tests of each language print when all six of the effects template pass.
+fn six_passed(lang: &str) -> &'static str {
+    match lang {
+        "rust" => "test result: ok. 6 passed;",
+        "python" => "6 passed",
+        "typescript" => "# pass 6",
+        _ => "ok  \tnotes-go/notes_go",
+    }
+}
+
+/// `wasmop new --effects` in one language into `dir`, then `wasmop build --test`, `wasmop
+/// test COMPONENT cases` and `wasmop info`; panics with what failed.
+fn effects_template(lang: &str, dir: &std::path::Path) {
+    let started = Instant::now();
+    let name = format!("notes-{}", &lang[..2]);
+    let out = run_ok(
+        &mut new_effects_command(&name, lang, dir),
+        &format!("wasmop new --effects --lang {lang}"),
+    );
+    let grant = format!("--outbound-grant {name}=https://api.example.com");
+    assert!(text_of(&out).contains(&grant), "{}", text_of(&out));
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains(&grant) && readme.contains("--effects"),
+        "{readme}"
+    );
+
+    let (out, wasm) = build_and_test(dir, &format!("wasmop build --test ({lang})"));
+    let text = text_of(&out);
+    assert!(text.contains(six_passed(lang)), "{lang}: {text}");
+    let built = started.elapsed();
+
+    let wasmop = env!("CARGO_BIN_EXE_wasmop");
+    let out = run_ok(
+        Command::new(wasmop)
+            .arg("test")
+            .arg(&wasm)
+            .arg(dir.join("cases")),
+        &format!("wasmop test ({lang})"),
+    );
+    assert!(
+        text_of(&out).contains("1 passed, 0 failed"),
+        "{lang}: {}",
+        text_of(&out)
+    );
+    let out = run_ok(
+        Command::new(wasmop).arg("info").arg(&wasm),
+        &format!("wasmop info ({lang})"),
+    );
+    let info = text_of(&out);
+    assert!(
+        info.contains("finalizer: example.com/record")
+            && info.contains("- https://api.example.com\n- http://127.0.0.1:*"),
+        "{lang}: {info}"
+    );
+    println!(
+        "effects template, {lang}: built and unit-tested in {built:?}, golden case and info in {:?}",
+        started.elapsed() - built
+    );
+}
+
+#[test]
+fn effects_templates_build_and_pass_their_tests() {
+    let started = Instant::now();
+    let scratch = Scratch::new("scaffold-effects");
+    // The four side by side: each is a build and a test run of its own toolchain.
+    let failed: Vec<String> = std::thread::scope(|s| {
+        let runs: Vec<_> = LANGS
+            .iter()
+            .map(|&lang| {
+                let dir = scratch.0.join(lang);
+                (lang, s.spawn(move || effects_template(lang, &dir)))
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|(lang, run)| run.join().is_err().then(|| lang.to_string()))
+            .collect()
+    });
+    assert!(
+        failed.is_empty(),
+        "the effects template failed in {failed:?} (the panics above say why)"
+    );
+    println!(
+        "the effects template in {} languages: {:?}",
+        LANGS.len(),
+        started.elapsed()
+    );
 }

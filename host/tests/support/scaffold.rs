@@ -97,3 +97,35 @@ pub fn greeting_resource() -> ApiResource {
         plural: "greetings".into(),
     }
 }
+
+/// The languages `wasmop new --lang` takes.
+pub const LANGS: [&str; 4] = ["rust", "python", "typescript", "go"];
+
+/// `wasmop new NAME --kind Note --group example.com --lang LANG --effects --dir DIR`, run
+/// from this checkout (so the SDK defaults to its own).
+pub fn new_effects_command(name: &str, lang: &str, dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+    c.args(["new", name, "--kind", "Note", "--group", "example.com"])
+        .args(["--lang", lang, "--effects", "--dir"])
+        .arg(dir)
+        .current_dir(super::repo());
+    c
+}
+
+/// `wasmop build --test` in the plugin at `dir`, as its author would run it (a Rust crate
+/// builds in [`scaffold_target`]): the build, then its unit tests in the language's own
+/// runner. Returns the output and the component (the last line it prints).
+pub fn build_and_test(dir: &Path, what: &str) -> (Output, PathBuf) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+    c.args(["build", "--test"]).current_dir(dir);
+    author_env(&mut c);
+    let out = run_ok(&mut c, what);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let wasm = PathBuf::from(stdout.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""));
+    assert!(
+        wasm.is_file(),
+        "{what}: no component at `{}`",
+        wasm.display()
+    );
+    (out, wasm)
+}

@@ -6,6 +6,11 @@
 //! `GOOS=wasip1` and jco's wit-component, then gofmt, go vet and go test). The same decision
 //! in every language, so the same golden case.
 //!
+//! Two templates: the default keeps a ConfigMap per object; `--effects` keeps a record per
+//! object in an outside HTTP API by requests the host sends (contract 0.4.0,
+//! `docs/effects.md`). The effects variant swaps the plugin's source, its tests, the golden
+//! case, the sample and the README of a language's file list; the build files are shared.
+//!
 //! Split by concern: [`names`] (what a name, a kind, a group and a version may be) and the
 //! templates under `template/` (rendered by [`render`]).
 
@@ -48,6 +53,17 @@ pub struct NewArgs {
     /// The Rust SDK as a git dependency instead (a repository URL).
     #[arg(long)]
     pub sdk_git: Option<String>,
+    /// An operator with effects outside the cluster instead of the default (a ConfigMap per
+    /// object): a record per object in an outside HTTP API, kept by requests the host sends.
+    ///
+    /// It keeps each object's spec as a record in the API at `spec.endpoint`: its plans carry
+    /// requests the host sends (POST to create, PUT to update, DELETE in the cleanup of its
+    /// finalizer), and its next decision reads their answers. It declares the origins it may
+    /// reach (`https://api.example.com`, `http://127.0.0.1:*`); an admin grants them with
+    /// `wasmop run --outbound-grant NAME=ORIGIN`. Its unit tests and golden case pass
+    /// untouched, in every language. See docs/effects.md.
+    #[arg(long)]
+    pub effects: bool,
 }
 
 /// The values a template is rendered with.
@@ -155,14 +171,112 @@ const GO_FILES: &[(&str, &str)] = &[
     ("README.md", include_str!("template/go/README.md.tmpl")),
 ];
 
-/// The files of a new plugin in `lang`.
-fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
+/// The files of a new plugin in `lang` (the default template).
+fn default_files(lang: Lang) -> &'static [(&'static str, &'static str)] {
     match lang {
         Lang::Rust => FILES,
         Lang::Python => PYTHON_FILES,
         Lang::Typescript => TYPESCRIPT_FILES,
         Lang::Go => GO_FILES,
     }
+}
+
+/// The files `--effects` swaps in, in every language: the golden case and the sample.
+const EFFECTS_SHARED: &[(&str, &str)] = &[
+    (
+        "cases/01-first-decision.yaml",
+        include_str!("template/effects/case.yaml.tmpl"),
+    ),
+    (
+        "sample.yaml",
+        include_str!("template/effects/sample.yaml.tmpl"),
+    ),
+];
+
+/// The files `--effects` swaps in for a Rust plugin (its unit tests are in `src/lib.rs`).
+const EFFECTS_RUST: &[(&str, &str)] = &[
+    ("src/lib.rs", include_str!("template/effects/lib.rs.tmpl")),
+    ("README.md", include_str!("template/effects/README.md.tmpl")),
+];
+
+/// The files `--effects` swaps in for a Python plugin.
+const EFFECTS_PYTHON: &[(&str, &str)] = &[
+    (
+        "{{crate}}/__init__.py",
+        include_str!("template/effects/python/plugin.py.tmpl"),
+    ),
+    (
+        "tests/test_{{crate}}.py",
+        include_str!("template/effects/python/test_plugin.py.tmpl"),
+    ),
+    (
+        "README.md",
+        include_str!("template/effects/python/README.md.tmpl"),
+    ),
+];
+
+/// The files `--effects` swaps in for a TypeScript plugin.
+const EFFECTS_TYPESCRIPT: &[(&str, &str)] = &[
+    (
+        "src/plugin.ts",
+        include_str!("template/effects/typescript/plugin.ts.tmpl"),
+    ),
+    (
+        "test/plugin.test.ts",
+        include_str!("template/effects/typescript/plugin.test.ts.tmpl"),
+    ),
+    (
+        "README.md",
+        include_str!("template/effects/typescript/README.md.tmpl"),
+    ),
+];
+
+/// The files `--effects` swaps in for a Go plugin.
+const EFFECTS_GO: &[(&str, &str)] = &[
+    (
+        "{{crate}}/plugin.go",
+        include_str!("template/effects/go/plugin.go.tmpl"),
+    ),
+    (
+        "{{crate}}/plugin_test.go",
+        include_str!("template/effects/go/plugin_test.go.tmpl"),
+    ),
+    (
+        "README.md",
+        include_str!("template/effects/go/README.md.tmpl"),
+    ),
+];
+
+/// What `--effects` swaps into the default files of `lang`, by path.
+fn effects_swaps(lang: Lang) -> [&'static [(&'static str, &'static str)]; 2] {
+    let own = match lang {
+        Lang::Rust => EFFECTS_RUST,
+        Lang::Python => EFFECTS_PYTHON,
+        Lang::Typescript => EFFECTS_TYPESCRIPT,
+        Lang::Go => EFFECTS_GO,
+    };
+    [EFFECTS_SHARED, own]
+}
+
+/// The files of a new plugin in `lang`: the default template's, or with `effects` the same
+/// list with the entries of [`effects_swaps`] in place of those of the same path.
+fn files(lang: Lang, effects: bool) -> Vec<(&'static str, &'static str)> {
+    let swaps = if effects {
+        effects_swaps(lang)
+    } else {
+        [&[][..]; 2]
+    };
+    default_files(lang)
+        .iter()
+        .map(|&(path, template)| {
+            swaps
+                .iter()
+                .flat_map(|s| s.iter())
+                .find(|(p, _)| *p == path)
+                .copied()
+                .unwrap_or((path, template))
+        })
+        .collect()
 }
 
 /// The files of a new Rust plugin: path inside the crate, template.
@@ -400,10 +514,16 @@ pub fn plan(args: &NewArgs) -> anyhow::Result<(Values, PathBuf)> {
     Ok((values, dir))
 }
 
-/// Writes the plugin for `values` in `lang` into `dir`; returns the files written.
-pub fn write(values: &Values, lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// Writes the plugin for `values` in `lang` into `dir` (with `effects`, the effects
+/// variant); returns the files written.
+pub fn write(
+    values: &Values,
+    lang: Lang,
+    effects: bool,
+    dir: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
-    for (path, template) in files(lang) {
+    for (path, template) in files(lang, effects) {
         let file = dir.join(render(path, values));
         if let Some(parent) = file.parent() {
             std::fs::create_dir_all(parent)
@@ -419,11 +539,25 @@ pub fn write(values: &Values, lang: Lang, dir: &Path) -> anyhow::Result<Vec<Path
 /// Runs `wasmop new`.
 pub fn run(args: &NewArgs) -> anyhow::Result<()> {
     let (values, dir) = plan(args)?;
-    write(&values, args.lang, &dir)?;
+    write(&values, args.lang, args.effects, &dir)?;
+    // What runs it on a cluster: the effects variant's requests reach only granted origins.
+    let cluster = if args.effects {
+        format!(
+            "(see README.md to run it on a cluster; an admin grants the API's origin: wasmop run --outbound-grant {}=https://api.example.com)",
+            values.name
+        )
+    } else {
+        "(see README.md to run it on a cluster)".to_string()
+    };
+    let what = if args.effects {
+        "operator with effects outside the cluster"
+    } else {
+        "plugin"
+    };
     if args.lang != Lang::Rust {
         let wasm = format!("build/{}.wasm", values.name.replace('-', "_"));
         println!(
-            "created {} plugin `{}` for {} ({}/{}) in {}\n\nnext:\n  cd {}\n  wasmop build --test         # {wasm}, then its unit tests\n  wasmop test {wasm} cases\n  (see README.md to run it on a cluster)",
+            "created {} {what} `{}` for {} ({}/{}) in {}\n\nnext:\n  cd {}\n  wasmop build --test         # {wasm}, then its unit tests\n  wasmop test {wasm} cases\n  {cluster}",
             args.lang.name(),
             values.name,
             values.kind,
@@ -439,7 +573,7 @@ pub fn run(args: &NewArgs) -> anyhow::Result<()> {
         values.name.replace('-', "_")
     );
     println!(
-        "created plugin `{}` for {} ({}/{}) in {}\n\nnext:\n  cd {}\n  cargo build --release      # {wasm}\n  cargo test                 # unit tests under wasmtime\n  wasmop test {wasm} cases\n  (see README.md to run it on a cluster)",
+        "created {what} `{}` for {} ({}/{}) in {}\n\nnext:\n  cd {}\n  cargo build --release      # {wasm}\n  cargo test                 # unit tests under wasmtime\n  wasmop test {wasm} cases\n  {cluster}",
         values.name,
         values.kind,
         values.group,
@@ -491,6 +625,56 @@ mod tests {
     }
 
     #[test]
+    fn the_effects_variant_renders_in_every_language() {
+        for lang in [Lang::Rust, Lang::Python, Lang::Typescript, Lang::Go] {
+            let default = files(lang, false);
+            let effects = files(lang, true);
+            // The same paths (build files shared); every swap found its file.
+            let paths = |f: &[(&'static str, &'static str)]| -> Vec<&'static str> {
+                f.iter().map(|(p, _)| *p).collect()
+            };
+            assert_eq!(paths(&default), paths(&effects), "{lang:?}");
+            for swaps in effects_swaps(lang) {
+                for (path, template) in swaps {
+                    assert!(effects.contains(&(*path, *template)), "{lang:?}: {path}");
+                }
+            }
+            let swapped = default.iter().zip(&effects).filter(|(d, e)| d.1 != e.1);
+            assert_eq!(
+                swapped.count(),
+                5 - usize::from(lang == Lang::Rust),
+                "{lang:?}"
+            );
+            for (path, template) in &effects {
+                let (path, out) = (render(path, &values()), render(template, &values()));
+                assert!(
+                    !path.contains("{{") && !out.contains("{{"),
+                    "{lang:?}: {path}"
+                );
+            }
+            let source = effects
+                .iter()
+                .map(|(_, t)| render(t, &values()))
+                .collect::<String>();
+            for needle in [
+                "https://api.example.com",
+                "http://127.0.0.1:*",
+                "example.com/record",
+                "update-",
+                "-create",
+                "-delete",
+                "--outbound-grant my-op=",
+            ] {
+                assert!(source.contains(needle), "{lang:?}: {needle}");
+            }
+        }
+        assert_eq!(
+            render(files(Lang::Go, true)[2].0, &values()),
+            "my_op/plugin.go"
+        );
+    }
+
+    #[test]
     fn refuses_bad_names_and_a_non_empty_directory() {
         let dir = std::env::temp_dir().join(format!("wasmop-new-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -505,6 +689,7 @@ mod tests {
             lang: Lang::Rust,
             sdk: None,
             sdk_git: Some("https://example.invalid/wasmop".into()),
+            effects: false,
         };
         let err = |a: NewArgs| plan(&a).unwrap_err().to_string();
         assert!(err(args("My_Op", "Greeting")).contains("not a valid plugin name"));
