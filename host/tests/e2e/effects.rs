@@ -25,7 +25,9 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use crate::support::outside::Outside;
-use crate::support::uploads::{event_notes, push, push_with, wasmop, wasmplugin_resource};
+use crate::support::uploads::{
+    event_notes, push, push_with, wasmop, wasmop_on, wasmplugin_resource,
+};
 use crate::support::*;
 
 const RECORDS: usize = 300;
@@ -539,9 +541,10 @@ async fn requests_leaving_the_allow_list_are_refused_before_connecting() {
 
 /// A shadow candidate decides every record beside the active version, and its requests
 /// (to `/v2/…`, a route the DNS API does not have) are compared, never sent: the API sees
-/// exactly the active version's creates.
+/// exactly the active version's creates. Then the same version as a 50 % canary: its
+/// requests are sent for its share of the objects only.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_shadow_candidates_requests_are_compared_never_sent() {
+async fn a_shadow_candidate_sends_nothing_and_a_canary_only_for_its_share() {
     const SHADOWED: usize = 50;
     let outside = Outside::start();
     let cluster = Cluster::start("effects-shadow");
@@ -618,4 +621,67 @@ async fn a_shadow_candidates_requests_are_compared_never_sent() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+
+    // Canary: v2 decides for half of 60 new records, by UID, and its requests are sent for
+    // that share only (to `/v2/…`: the API answers 404, which its status shows); the other
+    // half's records are created by the active version.
+    let (ok, text) = wasmop_on(&cluster, &["abort", "dnsrecord"]);
+    assert!(ok, "{text}");
+    let (ok, text) = push_with(
+        &cluster,
+        "dnsrecord",
+        "dnsrecord_v2.wasm",
+        &["--canary", "50"],
+    );
+    assert!(ok, "{text}");
+    let mut by_v1 = Vec::new();
+    let mut by_v2 = Vec::new();
+    for i in 100..160 {
+        let o = apply(&client, &ar, "default", &record(i, &endpoint))
+            .await
+            .unwrap();
+        let name = format!("r-{i}");
+        if wasmop::rollout::canary::in_canary(o.metadata.uid.as_deref().unwrap(), 50) {
+            by_v2.push(name);
+        } else {
+            by_v1.push(name);
+        }
+    }
+    println!("canary share: {} of 60 by UID", by_v2.len());
+    assert!(!by_v1.is_empty() && !by_v2.is_empty());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    eventually(
+        Duration::from_secs(120),
+        "each share decided by its version",
+        || async {
+            let held: BTreeSet<String> = outside.records().into_iter().map(|r| r.name).collect();
+            for n in &by_v1 {
+                held.contains(n).then_some(())?;
+            }
+            for n in &by_v2 {
+                let o = api.get(n).await.ok()?;
+                o.data["status"]["message"]
+                    .as_str()?
+                    .contains("HTTP 404")
+                    .then_some(())?;
+            }
+            Some(())
+        },
+    )
+    .await;
+    let held: BTreeSet<String> = outside.records().into_iter().map(|r| r.name).collect();
+    let expected: BTreeSet<String> = (0..SHADOWED)
+        .map(|i| format!("r-{i}"))
+        .chain(by_v1.iter().cloned())
+        .collect();
+    assert_eq!(
+        held, expected,
+        "records only for the active version's share"
+    );
+    let stats = outside.stats();
+    assert!(
+        stats.not_found >= by_v2.len(),
+        "the canary's requests were sent: {stats:?}"
+    );
+    println!("after the canary: {stats:?}");
 }
