@@ -73,7 +73,7 @@ host: setup
 
 ## plugins: build the plugin components with the `plugin` profile (opt-level 2, LTO, stripped),
 ## plus the test-only variants
-## (PodReplica v2 and v3, DnsRecord v2, PodReplica under another name, PodReplica trapping in every
+## (PodReplica v2 and v3, DnsRecord v2, CronJob with stricter validation, PodReplica under another name, PodReplica trapping in every
 ## reconcile, PodReplica reading a ConfigMap it names, PodReplica with admission webhooks, a plugin that traps in info(), the
 ## hostile plugin declaring more permissions, the hostile plugin watching a kind no CRD
 ## defines, for the hot-swap, identity, rollout, references, principals and kinds tests). The variants
@@ -88,8 +88,9 @@ $(PLUGIN_DIR)/variants.stamp: $(GUEST_INPUTS)
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v2.wasm
 	cp $(PLUGIN_DIR)/dnsrecord.wasm $(PLUGIN_DIR)/dnsrecord_v2.wasm
 	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_trap_info.wasm
-	$(PLUGIN_BUILD) --features podreplica/v3,wasmop-hostile/more-permissions
+	$(PLUGIN_BUILD) --features podreplica/v3,wasmop-hostile/more-permissions,cronjob/strict
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_v3.wasm
+	cp $(PLUGIN_DIR)/cronjob.wasm $(PLUGIN_DIR)/cronjob_strict.wasm
 	cp $(PLUGIN_DIR)/wasmop_hostile.wasm $(PLUGIN_DIR)/wasmop_hostile_more.wasm
 	$(PLUGIN_BUILD) --features podreplica/renamed,wasmop-hostile/unwatchable
 	cp $(PLUGIN_DIR)/podreplica.wasm $(PLUGIN_DIR)/podreplica_renamed.wasm
@@ -171,7 +172,7 @@ test-unit: host plugins
 ## size (thousands of objects keep the cores busy) and the ones that compile a plugin as its
 ## author would (cold, minutes of compiling) or restart what they run; the second lane's
 ## output is printed when both have ended. A failed test stops neither group.
-E2E_AT_SIZE := shards:: size:: progress::
+E2E_AT_SIZE := shards:: size:: progress:: effects::records_outside
 E2E_BUILDS := dev:: scaffold:: tutorial:: hotswap:: restart::
 E2E_TEST := cargo test $(HOST_BUILD) $(HOST_PKGS) --no-fail-fast --test e2e --
 e2e: host plugins polyglot cluster tools otel

@@ -58,7 +58,12 @@ impl Plugin for CronJobPlugin {
     fn info() -> PluginInfo {
         PluginInfo {
             name: "cronjob".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
+            version: if cfg!(feature = "strict") {
+                concat!(env!("CARGO_PKG_VERSION"), "-strict")
+            } else {
+                env!("CARGO_PKG_VERSION")
+            }
+            .into(),
             primary: primary_kind(),
             crd: Some(crd()),
             relations: relations(),

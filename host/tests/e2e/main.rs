@@ -11,6 +11,7 @@
 mod support;
 
 mod chaospod;
+mod cronjob;
 mod cutoff;
 mod dev;
 mod disk;
