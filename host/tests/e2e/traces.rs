@@ -2,7 +2,9 @@
 //! Collector's own otlpreceiver, `tests/otel/`, on loopback): a PodReplica scaling to 3 is a
 //! trace whose `reconcile` span names the plugin, its version and the object and carries the
 //! decision, with the three pod creates as child `write` spans (POST, 201); a host without
-//! the OpenTelemetry endpoint variable builds no exporter at all.
+//! the OpenTelemetry endpoint variable builds no exporter at all. Requests outside the
+//! cluster have their `outbound` spans, and the credential the host puts in them is in no
+//! span and no log line.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -333,4 +335,95 @@ async fn a_podreplica_scaling_is_one_trace_with_its_decision_and_pod_creates() {
         "{}",
         host.log_text()
     );
+}
+
+/// Requests outside the cluster in traces: each reconcile that sends one has its `outbound`
+/// span, and the token the host puts in every request's header (from a Secret) is in no span
+/// the receiver got and no line the host logged at debug level.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_outside_are_traced_without_their_credential() {
+    const TOKEN: &str = "tok-traced-5d2a9c04e1";
+    let outside = crate::support::outside::Outside::start();
+    let cluster = Cluster::start("traces-effects");
+    let receiver = Receiver::start();
+    let client = cluster.client().await;
+    let secrets: kube::api::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::api::Api::namespaced(client.clone(), "default");
+    secrets
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "dns-token"},
+                "stringData": {"token": TOKEN}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let grant = format!("dnsrecord={}", outside.origin());
+    let host = Host::start(
+        &cluster,
+        &["dnsrecord.wasm"],
+        &["--outbound-grant", &grant],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+            ("WASMOP_LOG", "debug"),
+        ],
+    );
+    let ar = kube::api::ApiResource {
+        group: "dns.example.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "dns.example.com/v1alpha1".into(),
+        kind: "DnsRecord".into(),
+        plural: "dnsrecords".into(),
+    };
+    wait_for_crd(&client, &ar).await;
+    for i in 0..20 {
+        let r = json!({"apiVersion": "dns.example.com/v1alpha1", "kind": "DnsRecord",
+            "metadata": {"name": format!("t-{i}"), "namespace": "default"},
+            "spec": {"endpoint": outside.origin(), "zone": "example.org",
+                "name": format!("t-{i}"), "value": "192.0.2.7", "tokenSecret": "dns-token"}});
+        apply(&client, &ar, "default", &r).await.unwrap();
+    }
+    let api: kube::api::Api<kube::api::DynamicObject> =
+        kube::api::Api::namespaced_with(client.clone(), "default", &ar);
+    eventually(Duration::from_secs(120), "20 records synced", || async {
+        let list = api.list(&Default::default()).await.ok()?;
+        (list.items.len() == 20
+            && list
+                .items
+                .iter()
+                .all(|o| o.data["status"]["synced"].as_bool() == Some(true)))
+        .then_some(())
+    })
+    .await;
+    let outbound = eventually(Duration::from_secs(30), "20 outbound spans", || async {
+        let spans: Vec<Span> = receiver
+            .spans()
+            .into_iter()
+            .filter(|s| s.name == "outbound")
+            .collect();
+        (spans.len() >= 20).then_some(spans)
+    })
+    .await;
+    println!("{} outbound spans", outbound.len());
+    assert_eq!(outside.stats().creates, 20);
+    assert!(
+        outside
+            .authorizations()
+            .iter()
+            .all(|a| *a == format!("Bearer {TOKEN}")),
+        "the token reached the API"
+    );
+    let exported = std::fs::read_to_string(receiver.dir.0.join("traces.jsonl")).unwrap();
+    let logged = std::fs::read_to_string(&host.log).unwrap();
+    assert!(
+        logged.contains("request outside the cluster"),
+        "debug log written"
+    );
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(TOKEN);
+    for (what, text) in [("an exported span", &exported), ("the host's log", &logged)] {
+        assert!(!text.contains(TOKEN), "the token in {what}");
+        assert!(!text.contains(&encoded), "the token (base64) in {what}");
+    }
 }
