@@ -1,7 +1,7 @@
 //! End to end: effects outside the cluster (contract 0.4.0's requests and answers). The
 //! `dnsrecord` plugin keeps 300 DnsRecords in an outside DNS API (a real HTTP server on
 //! loopback, `support::outside`, with faults on demand: 500s, connections dropped after
-//! the API committed, duplicated deliveries) through two sharded replicas; one is killed
+//! the API committed, duplicated deliveries, answers slower than the hosts' timeout) through two sharded replicas; one is killed
 //! with SIGKILL while creates are in flight (its shard moves to the other) and started
 //! again (the shards move back) while updates are in flight. The API's own counts hold
 //! every record to exactly one create, one update per spec change and one delete
@@ -117,6 +117,8 @@ fn sharded(cluster: &Cluster, id: &str, grant: &str, records: &str) -> Host {
         records,
         "--record-max",
         "5000",
+        "--outbound-timeout-ms",
+        "2000",
     ];
     Host::start_with(&cluster.kubeconfig, &["dnsrecord.wasm"], &args, &[])
 }
@@ -288,6 +290,9 @@ async fn records_outside_are_created_updated_and_deleted_once_across_a_kill_and_
 
     // The killed replica back: the shards move again, while updates are in flight.
     let a = sharded(&cluster, "a", &grant, &rec_dir);
+    // Slow answers first: every request outlasts the hosts' 2 s timeout; the requests fail,
+    // all their retries spent, and are asked again once the answers are fast again.
+    outside.slow(Duration::from_secs(3));
     outside.fail_next(10);
     outside.drop_after_commit(10);
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
@@ -301,6 +306,31 @@ async fn records_outside_are_created_updated_and_deleted_once_across_a_kill_and_
         .unwrap();
         want.insert(format!("r-{i}"), value_of(i, 1));
     }
+    let failed = |hosts: [&Host; 2]| -> f64 {
+        hosts
+            .iter()
+            .filter_map(|h| {
+                let (_, m) = h.http_get("/metrics")?;
+                Some(
+                    m.lines()
+                        .filter(|l| {
+                            l.starts_with(
+                                "wasmop_outbound_requests_total{plugin=\"dnsrecord\",result=\"failed\"}",
+                            )
+                        })
+                        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                        .sum::<f64>(),
+                )
+            })
+            .sum()
+    };
+    let timed_out = eventually(Duration::from_secs(120), "requests timed out", || async {
+        let n = failed([&a, &b]);
+        (n >= 5.0).then_some(n)
+    })
+    .await;
+    outside.slow(Duration::ZERO);
+    println!("requests that failed (timed out, all retries spent): {timed_out}");
     all_synced(&client, &outside, &want, "every changed record updated").await;
     let updates: BTreeMap<String, usize> = outside
         .records()
