@@ -255,7 +255,7 @@ mod tests {
     use super::*;
     use std::net::SocketAddr;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use axum::Router;
     use axum::extract::State;
@@ -566,6 +566,69 @@ mod tests {
             1,
             "only the grant by name"
         );
+    }
+
+    #[tokio::test]
+    async fn a_plugins_requests_keep_to_its_concurrency_and_rate() {
+        // A server that holds each request 300 ms and counts how many it holds at once.
+        let held = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = Router::new()
+            .route(
+                "/hold",
+                get(
+                    |State(h): State<Arc<(AtomicUsize, AtomicUsize)>>| async move {
+                        let now = h.0.fetch_add(1, Ordering::SeqCst) + 1;
+                        h.1.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        h.0.fetch_sub(1, Ordering::SeqCst);
+                        "held"
+                    },
+                ),
+            )
+            .with_state(held.clone());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let origin = format!("http://127.0.0.1:{}", addr.port());
+        let grants = vec![Pattern::parse(&origin).unwrap()];
+        let declared = grants.clone();
+        let bounded = |concurrency, per_second| {
+            let limits = Limits {
+                concurrency,
+                per_second,
+                timeout: Duration::from_secs(60),
+                ..limits()
+            };
+            Arc::new(Sender::new(grants.clone(), limits, Arc::new(ApiServer::default())).unwrap())
+        };
+        let send_all = |s: Arc<Sender>, n: usize| {
+            let declared = declared.clone();
+            let url = format!("{origin}/hold");
+            async move {
+                let started = Instant::now();
+                let all = (0..n).map(|i| {
+                    let (s, declared, url) = (s.clone(), declared.clone(), url.clone());
+                    async move {
+                        s.send(&declared, &request(&format!("k{i}"), url), None)
+                            .await
+                    }
+                });
+                let outcomes = futures::future::join_all(all).await;
+                assert!(
+                    outcomes.iter().all(|o| matches!(o, Outcome::Response(_))),
+                    "{outcomes:?}"
+                );
+                started.elapsed()
+            }
+        };
+        // Concurrency 2: never more than two held at once, whatever the machine.
+        send_all(bounded(2, 1000), 6).await;
+        let most = held.1.load(Ordering::SeqCst);
+        assert!((1..=2).contains(&most), "{most} in flight at once");
+        // 5 per second: ten requests begin over at least 1.8 s (nine gaps of 200 ms).
+        let took = send_all(bounded(16, 5), 10).await;
+        assert!(took >= Duration::from_millis(1800), "paced: {took:?}");
+        server.abort();
     }
 
     #[tokio::test]

@@ -117,17 +117,7 @@ async fn jobs_of(client: &Client, name: &str) -> (Vec<String>, usize) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_kubebuilder_cronjob_schedules_forbids_replaces_keeps_history_and_admits() {
     let cluster = Cluster::start("cronjob");
-    let port = free_port();
-    let (listen, url) = (
-        format!("127.0.0.1:{port}"),
-        format!("https://127.0.0.1:{port}"),
-    );
-    let host = Host::start(
-        &cluster,
-        &["cronjob.wasm"],
-        &["--webhook-listen", &listen, "--webhook-url", &url],
-        &[],
-    );
+    let (host, _url) = Host::start_with_webhooks(&cluster, &["cronjob.wasm"]);
     let client = cluster.client().await;
     let (v1, v2) = (cronjob_resource("v1"), cronjob_resource("v2"));
     wait_for_crd(&client, &v1).await;

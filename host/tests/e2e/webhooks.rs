@@ -74,17 +74,7 @@ fn kubectl_apply(cluster: &Cluster, yaml: &str) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread")]
 async fn validate_and_default_are_served_as_webhooks_and_swapped_with_the_plugin() {
     let cluster = Cluster::start("webhooks");
-    let port = free_port();
-    let (listen, url) = (
-        format!("127.0.0.1:{port}"),
-        format!("https://127.0.0.1:{port}"),
-    );
-    let host = Host::start(
-        &cluster,
-        &["podreplica_admitted.wasm"],
-        &["--webhook-listen", &listen, "--webhook-url", &url],
-        &[],
-    );
+    let (host, url) = Host::start_with_webhooks(&cluster, &["podreplica_admitted.wasm"]);
     let client = cluster.client().await;
     let ar = podreplica_resource();
     wait_for_crd(&client, &ar).await;
@@ -253,17 +243,7 @@ async fn validate_and_default_are_served_as_webhooks_and_swapped_with_the_plugin
 #[tokio::test(flavor = "multi_thread")]
 async fn a_validate_that_traps_or_spins_refuses() {
     let cluster = Cluster::start("webhooks-hostile");
-    let port = free_port();
-    let (listen, url) = (
-        format!("127.0.0.1:{port}"),
-        format!("https://127.0.0.1:{port}"),
-    );
-    let host = Host::start(
-        &cluster,
-        &["wasmop_hostile.wasm"],
-        &["--webhook-listen", &listen, "--webhook-url", &url],
-        &[],
-    );
+    let (host, _url) = Host::start_with_webhooks(&cluster, &["wasmop_hostile.wasm"]);
     let client = cluster.client().await;
     let ar = hostile_resource();
     wait_for_crd(&client, &ar).await;

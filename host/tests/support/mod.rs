@@ -381,6 +381,24 @@ impl Host {
         }
     }
 
+    /// [`Host::start`] serving its plugins' webhooks on a free loopback port
+    /// (`--webhook-listen`, and `--webhook-url` for the API server to call); returns the
+    /// host and that URL.
+    pub fn start_with_webhooks(cluster: &Cluster, plugins: &[&str]) -> (Host, String) {
+        let port = free_port();
+        let (listen, url) = (
+            format!("127.0.0.1:{port}"),
+            format!("https://127.0.0.1:{port}"),
+        );
+        let host = Host::start(
+            cluster,
+            plugins,
+            &["--webhook-listen", &listen, "--webhook-url", &url],
+            &[],
+        );
+        (host, url)
+    }
+
     /// Whether it says (in its metrics) that it leads.
     pub fn leads(&self) -> bool {
         self.http_get("/metrics")
